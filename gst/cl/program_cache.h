@@ -1,0 +1,80 @@
+// Builds OpenCL programs once per process and keeps their binaries on disk.
+//
+// Key: device name, driver and platform versions, source and build options. Binaries live in
+// $XDG_CACHE_HOME/gst-op/programs (else ~/.cache/gst-op/programs); a binary that fails to load is
+// rebuilt from source and replaced. Programs are built at start-up, never on the frame path.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "handle.h"
+
+namespace op::cl {
+
+struct Capabilities;
+
+class ProgramCache {
+ public:
+  struct Stats {
+    int memory_hits = 0;
+    int disk_hits = 0;
+    int builds = 0;
+  };
+
+  // `dir` empty: the default folder; "none": memory only.
+  ProgramCache(cl_context context, cl_device_id device, const Capabilities &caps,
+               std::string dir = {});
+
+  // The built program for `source` with `options`; `label` names it in build errors.
+  StatusOr<ProgramHandle> Build(std::string_view source, std::string_view options,
+                                std::string_view label);
+
+  Stats stats() const;
+  const std::string &dir() const { return dir_; }
+  static std::string DefaultDir();
+
+ private:
+  std::string KeyOf(std::string_view source, std::string_view options) const;
+  StatusOr<ProgramHandle> BuildFromSource(std::string_view source, std::string_view options,
+                                          std::string_view label);
+  ProgramHandle LoadBinary(const std::string &path, const std::string &key,
+                           std::string_view options);
+  void StoreBinary(cl_program program, const std::string &path, const std::string &key);
+
+  cl_context context_;
+  cl_device_id device_;
+  std::string device_key_;
+  std::string dir_;
+  mutable std::mutex lock_;
+  std::map<std::string, ProgramHandle> programs_;
+  Stats stats_;
+};
+
+// Creates a kernel, naming the program label and kernel in the error.
+StatusOr<KernelHandle> CreateKernel(cl_program program, const char *name);
+
+// 64-bit FNV-1a, for cache keys and file names (not for security).
+uint64_t Fnv1a64(std::string_view data, uint64_t seed = 0xcbf29ce484222325ull);
+
+// Sets kernel arguments in order: SetArgs(k, buffer, n, 1.0f).
+namespace detail {
+inline Status SetArgsFrom(cl_kernel, cl_uint) { return Status::Ok(); }
+template <typename T, typename... Rest>
+Status SetArgsFrom(cl_kernel k, cl_uint i, const T &v, const Rest &...rest) {
+  cl_int err = clSetKernelArg(k, i, sizeof(T), &v);
+  if (err != CL_SUCCESS)
+    return ClError(("clSetKernelArg #" + std::to_string(i)).c_str(), err);
+  return SetArgsFrom(k, i + 1, rest...);
+}
+}  // namespace detail
+
+template <typename... Args>
+Status SetArgs(cl_kernel k, const Args &...args) {
+  return detail::SetArgsFrom(k, 0, args...);
+}
+
+}  // namespace op::cl

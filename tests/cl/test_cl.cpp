@@ -1,0 +1,184 @@
+// The OpenCL layer on the machine's devices (PoCL in CI): choice, capabilities, queue, cache.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "cl/device.h"
+#include "cl/queue.h"
+#include "cl_kernels.h"
+
+using namespace op;
+using namespace op::cl;
+
+TEST(Device, AutoChoosesAGpuOrSaysItFellBack) {
+  auto sel = SelectDevice("auto");
+  ASSERT_TRUE(sel.ok()) << sel.status().ToString();
+  if (sel->info.caps.is_gpu)
+    EXPECT_TRUE(sel->fallback.empty());
+  else
+    EXPECT_NE(sel->fallback.find("no OpenCL GPU"), std::string::npos) << sel->fallback;
+}
+
+TEST(Device, IndicesAndSubstringsSelectTheSameDevice) {
+  auto all = ListDevices();
+  ASSERT_TRUE(all.ok());
+  const DeviceInfo &first = all->front();
+  auto by_index = SelectDevice("0:0");
+  ASSERT_TRUE(by_index.ok()) << by_index.status().ToString();
+  EXPECT_EQ(by_index->info.device, first.device);
+  std::string name = first.caps.device_name.substr(0, 6);
+  auto by_name = SelectDevice(name);
+  ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
+  EXPECT_EQ(by_name->info.device, first.device);
+}
+
+TEST(Device, UnknownStringsAreNotFoundAndListTheDevices) {
+  for (const char *spec : {"no-such-vendor-xyz", "7:9"}) {
+    auto sel = SelectDevice(spec);
+    ASSERT_FALSE(sel.ok()) << spec;
+    EXPECT_EQ(sel.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(sel.status().message().find(spec), std::string::npos);
+    EXPECT_NE(sel.status().message().find("0:0"), std::string::npos);
+  }
+}
+
+TEST(Device, CapabilityRecordIsFilled) {
+  auto dev = Device::Open("auto");
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  const Capabilities &c = (*dev)->caps();
+  EXPECT_FALSE(c.device_name.empty());
+  EXPECT_GT(c.max_work_group_size, 0u);
+  EXPECT_GT(c.compute_units, 0u);
+  EXPECT_GE(c.base_address_align_bits, 8u * 4);  // at least the largest scalar, in bits
+  EXPECT_EQ(c.base_address_align_bits % 8, 0u);
+  EXPECT_EQ(c.fp16, c.HasExtension("cl_khr_fp16"));
+  EXPECT_FALSE(c.HasExtension("cl_khr"));  // whole names only
+  if (c.is_cpu) {
+    EXPECT_EQ(c.profile, Profile::kCpu);
+    EXPECT_TRUE(c.unified_memory);
+    EXPECT_TRUE((*dev)->buffer_policy().zero_copy_maps);
+  }
+  EXPECT_NE(c.Describe().find(c.device_name), std::string::npos);
+}
+
+TEST(EventList, SkipsNullAndDuplicates) {
+  EventList l;
+  EXPECT_TRUE(l.empty());
+  EXPECT_EQ(l.data(), nullptr);
+  cl_event fake = reinterpret_cast<cl_event>(0x10);
+  l.Add(nullptr);
+  l.Add(fake);
+  l.Add(fake);
+  EXPECT_EQ(l.size(), 1u);
+}
+
+class ClTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dev = Device::Open("auto");
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    device = *dev;
+    auto q = Queue::Create(*device);
+    ASSERT_TRUE(q.ok());
+    queue = std::move(q).value();
+  }
+  std::shared_ptr<Device> device;
+  Queue queue;
+};
+
+TEST_F(ClTest, EmbeddedKernelRunsAndEventsChain) {
+  std::string_view src = kernels::Find("selftest");
+  ASSERT_FALSE(src.empty());
+  auto program = device->programs().Build(src, "-cl-std=CL1.2", "selftest");
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  auto kernel = CreateKernel(program->get(), "op_saxpy");
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+
+  const int n = 1000;
+  std::vector<float> x(n), y(n), out(n);
+  for (int i = 0; i < n; i++) x[i] = float(i), y[i] = float(2 * i + 1);
+  auto bx = device->CreateBuffer(n * 4), by = device->CreateBuffer(n * 4);
+  ASSERT_TRUE(bx.ok() && by.ok());
+  auto wx = queue.Write(bx->get(), 0, n * 4, x.data());
+  auto wy = queue.Write(by->get(), 0, n * 4, y.data());
+  ASSERT_TRUE(wx.ok() && wy.ok());
+  cl_mem mx = bx->get(), my = by->get();
+  ASSERT_TRUE(SetArgs(kernel->get(), mx, my, 3.0f, n).ok());
+  size_t global = 1024;
+  auto run = queue.Launch(kernel->get(), 1, &global, nullptr, {wx->get(), wy->get()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  auto rd = queue.Read(my, 0, n * 4, out.data(), {run->get()});
+  ASSERT_TRUE(rd.ok());
+  ASSERT_TRUE(WaitForEvent(rd->get()).ok());
+  for (int i = 0; i < n; i++) ASSERT_EQ(out[i], 3.0f * i + 2 * i + 1) << i;
+}
+
+TEST_F(ClTest, RectCopiesKeepPitches) {
+  // A 5-row, 7-byte-wide region between pitches 16 (device) and 9 (host), at an offset.
+  std::vector<uint8_t> host(9 * 5), back(9 * 5, 0);
+  for (size_t i = 0; i < host.size(); i++) host[i] = uint8_t(i * 37 + 1);
+  auto buf = device->CreateBuffer(16 * 8);
+  ASSERT_TRUE(buf.ok());
+  auto fill = queue.Fill(buf->get(), 0, 16 * 8, 0xAB);
+  auto w = queue.WriteRect(buf->get(), 16 * 2 + 3, 16, host.data(), 9, 7, 5, {fill->get()});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::vector<uint8_t> whole(16 * 8);
+  auto r = queue.Read(buf->get(), 0, whole.size(), whole.data(), {w->get()});
+  auto r2 = queue.ReadRect(buf->get(), 16 * 2 + 3, 16, back.data(), 9, 7, 5, {w->get()});
+  ASSERT_TRUE(r.ok() && r2.ok());
+  ASSERT_TRUE(queue.Finish().ok());
+  for (size_t row = 0; row < 8; row++)
+    for (size_t col = 0; col < 16; col++) {
+      bool inside = row >= 2 && row < 7 && col >= 3 && col < 10;
+      uint8_t want = inside ? host[(row - 2) * 9 + (col - 3)] : 0xAB;
+      ASSERT_EQ(whole[row * 16 + col], want) << row << "," << col;
+    }
+  for (size_t row = 0; row < 5; row++)
+    for (size_t col = 0; col < 7; col++) ASSERT_EQ(back[row * 9 + col], host[row * 9 + col]);
+}
+
+TEST_F(ClTest, ProgramCacheBuildsOnceAndReusesDiskBinaries) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("op-cl-cache-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string src = std::string(kernels::Find("selftest")) + "\n// variant for the cache test\n";
+  {
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    ASSERT_TRUE(cache.Build(src, "", "t").ok());
+    ASSERT_TRUE(cache.Build(src, "", "t").ok());
+    EXPECT_EQ(cache.stats().builds, 1);
+    EXPECT_EQ(cache.stats().memory_hits, 1);
+    // Other options are another program.
+    ASSERT_TRUE(cache.Build(src, "-cl-fast-relaxed-math", "t").ok());
+    EXPECT_EQ(cache.stats().builds, 2);
+  }
+  size_t files = 0;
+  for (auto &e : fs::directory_iterator(dir)) files += e.path().extension() == ".bin";
+  EXPECT_EQ(files, 2u);
+  {
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    auto p = cache.Build(src, "", "t");
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(cache.stats().disk_hits, 1);
+    EXPECT_EQ(cache.stats().builds, 0);
+    EXPECT_TRUE(CreateKernel(p->get(), "op_saxpy").ok());
+  }
+  // A damaged binary is ignored and rebuilt, never trusted.
+  for (auto &e : fs::directory_iterator(dir)) fs::resize_file(e.path(), 20);
+  {
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    ASSERT_TRUE(cache.Build(src, "", "t").ok());
+    EXPECT_EQ(cache.stats().builds, 1);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_F(ClTest, BuildErrorsNameTheProgramAndCarryTheLog) {
+  auto p = device->programs().Build("__kernel void broken( { }", "", "broken-label");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kDeviceError);
+  EXPECT_NE(p.status().message().find("broken-label"), std::string::npos);
+  EXPECT_NE(p.status().message().find("CL_BUILD_PROGRAM_FAILURE"), std::string::npos);
+}
