@@ -22,9 +22,9 @@ Status ClError(const char *call, cl_int err);
 }  // namespace op::cl
 
 // Returns a DeviceError Status from the enclosing function when an OpenCL call fails.
-#define OP_CL_CHECK(call)                                      \
-  do {                                                         \
-    cl_int op_cl_err_ = (call);                                \
-    if (op_cl_err_ != CL_SUCCESS)                              \
-      return ::op::cl::ClError(#call, op_cl_err_);             \
+#define OP_CL_CHECK(call)                          \
+  do {                                             \
+    cl_int op_cl_err_ = (call);                    \
+    if (op_cl_err_ != CL_SUCCESS)                  \
+      return ::op::cl::ClError(#call, op_cl_err_); \
   } while (0)

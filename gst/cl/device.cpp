@@ -22,13 +22,15 @@ std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\0' || std::isspace(static_cast<unsigned char>(s.back()))))
     s.pop_back();
   size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) i++;
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i])))
+    i++;
   return s.substr(i);
 }
 
 std::string PlatformString(cl_platform_id p, cl_platform_info what) {
   size_t n = 0;
-  if (clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return {};
+  if (clGetPlatformInfo(p, what, 0, nullptr, &n) != CL_SUCCESS || n == 0)
+    return {};
   std::string s(n, '\0');
   clGetPlatformInfo(p, what, n, s.data(), nullptr);
   return Trim(s);
@@ -36,7 +38,8 @@ std::string PlatformString(cl_platform_id p, cl_platform_info what) {
 
 std::string DeviceString(cl_device_id d, cl_device_info what) {
   size_t n = 0;
-  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0) return {};
+  if (clGetDeviceInfo(d, what, 0, nullptr, &n) != CL_SUCCESS || n == 0)
+    return {};
   std::string s(n, '\0');
   clGetDeviceInfo(d, what, n, s.data(), nullptr);
   return Trim(s);
@@ -45,12 +48,14 @@ std::string DeviceString(cl_device_id d, cl_device_info what) {
 template <typename T>
 T DeviceValue(cl_device_id d, cl_device_info what, T fallback = T{}) {
   T v{};
-  if (clGetDeviceInfo(d, what, sizeof(T), &v, nullptr) != CL_SUCCESS) return fallback;
+  if (clGetDeviceInfo(d, what, sizeof(T), &v, nullptr) != CL_SUCCESS)
+    return fallback;
   return v;
 }
 
 Profile ProfileOf(const Capabilities &c) {
-  if (c.is_cpu) return Profile::kCpu;
+  if (c.is_cpu)
+    return Profile::kCpu;
   if (Contains(c.device_vendor, "qualcomm") || Contains(c.device_name, "adreno") ||
       Contains(c.platform_name, "qualcomm"))
     return Profile::kAdreno;
@@ -78,7 +83,8 @@ int GpuRank(const Capabilities &c) {
 std::string Listing(const std::vector<DeviceInfo> &all) {
   std::string s;
   for (const DeviceInfo &d : all) {
-    if (!s.empty()) s += "; ";
+    if (!s.empty())
+      s += "; ";
     s += std::to_string(d.platform_index) + ":" + std::to_string(d.device_index) + " " +
          d.caps.device_name;
   }
@@ -107,19 +113,24 @@ bool Capabilities::HasExtension(std::string_view name) const {
     size_t end = pos + name.size();
     bool starts = pos == 0 || extensions[pos - 1] == ' ';
     bool ends = end == extensions.size() || extensions[end] == ' ';
-    if (starts && ends) return true;
+    if (starts && ends)
+      return true;
     pos = end;
   }
   return false;
 }
 
 std::string Capabilities::Describe() const {
-  std::string s = device_name + " (" + (is_gpu ? "GPU" : is_cpu ? "CPU" : "accelerator") +
+  std::string s = device_name + " (" +
+                  (is_gpu   ? "GPU"
+                   : is_cpu ? "CPU"
+                            : "accelerator") +
                   ", profile " + ProfileName(profile) + ", " + platform_name + " " +
                   driver_version + ", " + std::to_string(compute_units) + " compute units";
   s += images ? ", images" : ", no images";
   s += fp16 ? ", fp16" : ", no fp16";
-  if (unified_memory) s += ", unified memory";
+  if (unified_memory)
+    s += ", unified memory";
   return s + ")";
 }
 
@@ -133,7 +144,8 @@ StatusOr<Capabilities> QueryCapabilities(cl_platform_id platform, cl_device_id d
   c.driver_version = DeviceString(device, CL_DRIVER_VERSION);
   c.c_version = DeviceString(device, CL_DEVICE_OPENCL_C_VERSION);
   c.extensions = DeviceString(device, CL_DEVICE_EXTENSIONS);
-  if (c.device_name.empty()) return DeviceError("clGetDeviceInfo returned no device name");
+  if (c.device_name.empty())
+    return DeviceError("clGetDeviceInfo returned no device name");
 
   auto type = DeviceValue<cl_device_type>(device, CL_DEVICE_TYPE);
   c.is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
@@ -143,7 +155,8 @@ StatusOr<Capabilities> QueryCapabilities(cl_platform_id platform, cl_device_id d
   c.images = DeviceValue<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT) == CL_TRUE;
   c.image_from_buffer = c.HasExtension("cl_khr_image2d_from_buffer");
   // Deprecated in 2.0 but still answered by every driver we target; CPUs share memory anyway.
-  c.unified_memory = c.is_cpu || DeviceValue<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
+  c.unified_memory =
+      c.is_cpu || DeviceValue<cl_bool>(device, CL_DEVICE_HOST_UNIFIED_MEMORY) == CL_TRUE;
   c.base_address_align_bits = DeviceValue<cl_uint>(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN);
   c.image_pitch_align_pixels = DeviceValue<cl_uint>(device, CL_DEVICE_IMAGE_PITCH_ALIGNMENT);
   c.max_work_group_size = DeviceValue<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE);
@@ -165,26 +178,29 @@ StatusOr<std::vector<DeviceInfo>> ListDevices() {
   cl_int err = clGetPlatformIDs(0, nullptr, &np);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || np == 0)
     return NotFound("no OpenCL platform is installed (is an ICD such as pocl-opencl-icd present?)");
-  if (err != CL_SUCCESS) return ClError("clGetPlatformIDs", err);
+  if (err != CL_SUCCESS)
+    return ClError("clGetPlatformIDs", err);
   std::vector<cl_platform_id> platforms(np);
   OP_CL_CHECK(clGetPlatformIDs(np, platforms.data(), nullptr));
 
   std::vector<DeviceInfo> all;
   for (cl_uint p = 0; p < np; p++) {
     cl_uint nd = 0;
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS) continue;
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) != CL_SUCCESS)
+      continue;
     std::vector<cl_device_id> devices(nd);
-    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr) !=
-        CL_SUCCESS)
+    if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, nd, devices.data(), nullptr) != CL_SUCCESS)
       continue;
     for (cl_uint d = 0; d < nd; d++) {
       auto caps = QueryCapabilities(platforms[p], devices[d]);
-      if (!caps.ok()) continue;
+      if (!caps.ok())
+        continue;
       all.push_back({platforms[p], devices[d], static_cast<int>(p), static_cast<int>(d),
                      std::move(caps).value()});
     }
   }
-  if (all.empty()) return NotFound("no OpenCL device found on any platform");
+  if (all.empty())
+    return NotFound("no OpenCL device found on any platform");
   return all;
 }
 
@@ -195,9 +211,12 @@ StatusOr<Selection> SelectDevice(std::string_view spec_in) {
   if (spec.empty() || spec == "auto" || spec == "gpu") {
     const DeviceInfo *best = nullptr;
     for (const DeviceInfo &d : all)
-      if (d.caps.is_gpu && (!best || GpuRank(d.caps) < GpuRank(best->caps))) best = &d;
-    if (best) return Selection{*best, {}};
-    if (spec == "gpu") return NotFound("device \"gpu\": no OpenCL GPU found (devices: " + Listing(all) + ")");
+      if (d.caps.is_gpu && (!best || GpuRank(d.caps) < GpuRank(best->caps)))
+        best = &d;
+    if (best)
+      return Selection{*best, {}};
+    if (spec == "gpu")
+      return NotFound("device \"gpu\": no OpenCL GPU found (devices: " + Listing(all) + ")");
     for (const DeviceInfo &d : all)
       if (d.caps.is_cpu)
         return Selection{d, "no OpenCL GPU found, using the CPU device " + d.caps.device_name};
@@ -205,7 +224,8 @@ StatusOr<Selection> SelectDevice(std::string_view spec_in) {
   }
   if (spec == "cpu") {
     for (const DeviceInfo &d : all)
-      if (d.caps.is_cpu) return Selection{d, {}};
+      if (d.caps.is_cpu)
+        return Selection{d, {}};
     return NotFound("device \"cpu\": no OpenCL CPU device found (devices: " + Listing(all) + ")");
   }
   // "P:D" indices.
@@ -215,9 +235,10 @@ StatusOr<Selection> SelectDevice(std::string_view spec_in) {
       std::all_of(spec.begin() + colon + 1, spec.end(), ::isdigit)) {
     int p = std::atoi(spec.c_str()), d = std::atoi(spec.c_str() + colon + 1);
     for (const DeviceInfo &info : all)
-      if (info.platform_index == p && info.device_index == d) return Selection{info, {}};
-    return NotFound("device \"" + std::string(spec_in) + "\": no such platform:device (devices: " +
-                    Listing(all) + ")");
+      if (info.platform_index == p && info.device_index == d)
+        return Selection{info, {}};
+    return NotFound("device \"" + std::string(spec_in) +
+                    "\": no such platform:device (devices: " + Listing(all) + ")");
   }
   for (const DeviceInfo &d : all)
     if (Contains(d.caps.device_name, spec) || Contains(d.caps.device_vendor, spec) ||
@@ -225,7 +246,8 @@ StatusOr<Selection> SelectDevice(std::string_view spec_in) {
       return Selection{d, {}};
   return NotFound("device \"" + std::string(spec_in) +
                   "\" matches no OpenCL device; use auto, gpu, cpu, P:D or a name substring "
-                  "(devices: " + Listing(all) + ")");
+                  "(devices: " +
+                  Listing(all) + ")");
 }
 
 StatusOr<std::shared_ptr<Device>> Device::Open(std::string_view spec) {
@@ -243,7 +265,8 @@ StatusOr<std::shared_ptr<Device>> Device::Open(const Selection &sel, std::string
   cl_int err = CL_SUCCESS;
   cl_device_id id = sel.info.device;
   dev->context_ = ContextHandle(clCreateContext(props, 1, &id, nullptr, nullptr, &err));
-  if (err != CL_SUCCESS) return ClError("clCreateContext", err);
+  if (err != CL_SUCCESS)
+    return ClError("clCreateContext", err);
 
   const Capabilities &c = dev->info_.caps;
   if (c.unified_memory) {
@@ -258,9 +281,11 @@ StatusOr<std::shared_ptr<Device>> Device::Open(const Selection &sel, std::string
 }
 
 StatusOr<MemHandle> Device::CreateBuffer(size_t bytes, cl_mem_flags extra) const {
-  if (bytes == 0) return InvalidArgument("cannot create an empty OpenCL buffer");
+  if (bytes == 0)
+    return InvalidArgument("cannot create an empty OpenCL buffer");
   cl_mem_flags flags = policy_.frame_flags;
-  if (extra & (CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY)) flags &= ~CL_MEM_READ_WRITE;
+  if (extra & (CL_MEM_READ_ONLY | CL_MEM_WRITE_ONLY))
+    flags &= ~CL_MEM_READ_WRITE;
   flags |= extra;
   cl_int err = CL_SUCCESS;
   MemHandle mem(clCreateBuffer(context(), flags, bytes, nullptr, &err));

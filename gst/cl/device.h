@@ -30,11 +30,11 @@ struct Capabilities {
   bool is_cpu = false;
   Profile profile = Profile::kOther;
 
-  bool fp16 = false;                // cl_khr_fp16: half arithmetic (vload_half works everywhere)
+  bool fp16 = false;  // cl_khr_fp16: half arithmetic (vload_half works everywhere)
   bool fp64 = false;
-  bool images = false;              // CL_DEVICE_IMAGE_SUPPORT
-  bool image_from_buffer = false;   // cl_khr_image2d_from_buffer
-  bool unified_memory = false;      // host and device share memory: host maps are zero-copy
+  bool images = false;                  // CL_DEVICE_IMAGE_SUPPORT
+  bool image_from_buffer = false;       // cl_khr_image2d_from_buffer
+  bool unified_memory = false;          // host and device share memory: host maps are zero-copy
   cl_uint base_address_align_bits = 0;  // CL_DEVICE_MEM_BASE_ADDR_ALIGN, in bits as reported
   cl_uint image_pitch_align_pixels = 0;
   size_t max_work_group_size = 0;

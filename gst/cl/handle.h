@@ -15,11 +15,13 @@ class Handle {
   explicit Handle(T raw) : raw_(raw) {}
   // Adds a reference to an object owned elsewhere.
   static Handle Retained(T raw) {
-    if (raw) Retain(raw);
+    if (raw)
+      Retain(raw);
     return Handle(raw);
   }
   Handle(const Handle &o) : raw_(o.raw_) {
-    if (raw_) Retain(raw_);
+    if (raw_)
+      Retain(raw_);
   }
   Handle(Handle &&o) noexcept : raw_(std::exchange(o.raw_, nullptr)) {}
   Handle &operator=(Handle o) noexcept {
@@ -29,7 +31,8 @@ class Handle {
   ~Handle() { reset(); }
 
   void reset() {
-    if (raw_) Release(raw_);
+    if (raw_)
+      Release(raw_);
     raw_ = nullptr;
   }
   // Gives up ownership of the reference.

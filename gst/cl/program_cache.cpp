@@ -24,7 +24,8 @@ std::string Hex64(uint64_t v) {
 
 void MakeDirs(const std::string &path) {
   for (size_t pos = 1; pos <= path.size(); pos++) {
-    if (pos == path.size() || path[pos] == '/') mkdir(path.substr(0, pos).c_str(), 0755);
+    if (pos == path.size() || path[pos] == '/')
+      mkdir(path.substr(0, pos).c_str(), 0755);
   }
 }
 
@@ -32,9 +33,12 @@ std::string BuildLog(cl_program program, cl_device_id device) {
   size_t n = 0;
   clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
   std::string log(n, '\0');
-  if (n) clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  if (log.size() > 4000) log = log.substr(0, 4000) + "\n[build log cut]";
+  if (n)
+    clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n'))
+    log.pop_back();
+  if (log.size() > 4000)
+    log = log.substr(0, 4000) + "\n[build log cut]";
   return log;
 }
 
@@ -51,9 +55,11 @@ uint64_t Fnv1a64(std::string_view data, uint64_t seed) {
 
 std::string ProgramCache::DefaultDir() {
   const char *xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/gst-op/programs";
+  if (xdg && *xdg)
+    return std::string(xdg) + "/gst-op/programs";
   const char *home = std::getenv("HOME");
-  if (home && *home) return std::string(home) + "/.cache/gst-op/programs";
+  if (home && *home)
+    return std::string(home) + "/.cache/gst-op/programs";
   return {};
 }
 
@@ -98,7 +104,8 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
   }
   OP_ASSIGN_OR_RETURN(ProgramHandle program, BuildFromSource(source, options, label));
   stats_.builds++;
-  if (!path.empty()) StoreBinary(program.get(), path, key);
+  if (!path.empty())
+    StoreBinary(program.get(), path, key);
   programs_[key] = program;
   return program;
 }
@@ -110,13 +117,13 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
   size_t len = source.size();
   cl_int err = CL_SUCCESS;
   ProgramHandle program(clCreateProgramWithSource(context_, 1, &text, &len, &err));
-  if (err != CL_SUCCESS) return ClError("clCreateProgramWithSource", err);
+  if (err != CL_SUCCESS)
+    return ClError("clCreateProgramWithSource", err);
   std::string opts(options);
   err = clBuildProgram(program.get(), 1, &device_, opts.c_str(), nullptr, nullptr);
   if (err != CL_SUCCESS) {
-    return DeviceError("building OpenCL program \"" + std::string(label) + "\" (options \"" +
-                       opts + "\") failed: " + ErrorName(err) + "\n" +
-                       BuildLog(program.get(), device_));
+    return DeviceError("building OpenCL program \"" + std::string(label) + "\" (options \"" + opts +
+                       "\") failed: " + ErrorName(err) + "\n" + BuildLog(program.get(), device_));
   }
   return program;
 }
@@ -124,7 +131,8 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
 ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::string &key,
                                        std::string_view options) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
+  if (!in)
+    return {};
   std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Layout: magic, 32-char key, binary. A file that does not match is ignored and rewritten.
   if (data.size() <= sizeof(kMagic) + key.size() ||
@@ -137,7 +145,8 @@ ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::strin
   cl_int status = CL_SUCCESS, err = CL_SUCCESS;
   ProgramHandle program(
       clCreateProgramWithBinary(context_, 1, &device_, &bin_size, &bin, &status, &err));
-  if (err != CL_SUCCESS || status != CL_SUCCESS) return {};
+  if (err != CL_SUCCESS || status != CL_SUCCESS)
+    return {};
   std::string opts(options);
   if (clBuildProgram(program.get(), 1, &device_, opts.c_str(), nullptr, nullptr) != CL_SUCCESS)
     return {};
@@ -160,7 +169,8 @@ void ProgramCache::StoreBinary(cl_program program, const std::string &path,
   std::string tmp = path + ".tmp" + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return;
+    if (!out)
+      return;
     out.write(kMagic, sizeof(kMagic));
     out.write(key.data(), static_cast<std::streamsize>(key.size()));
     out.write(reinterpret_cast<const char *>(bin.data()), static_cast<std::streamsize>(size));
@@ -169,7 +179,8 @@ void ProgramCache::StoreBinary(cl_program program, const std::string &path,
       return;
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    std::remove(tmp.c_str());
 }
 
 ProgramCache::Stats ProgramCache::stats() const {
@@ -180,7 +191,8 @@ ProgramCache::Stats ProgramCache::stats() const {
 StatusOr<KernelHandle> CreateKernel(cl_program program, const char *name) {
   cl_int err = CL_SUCCESS;
   KernelHandle k(clCreateKernel(program, name, &err));
-  if (err != CL_SUCCESS) return ClError(("clCreateKernel(\"" + std::string(name) + "\")").c_str(), err);
+  if (err != CL_SUCCESS)
+    return ClError(("clCreateKernel(\"" + std::string(name) + "\")").c_str(), err);
   return k;
 }
 

@@ -62,7 +62,9 @@ uint64_t Fnv1a64(std::string_view data, uint64_t seed = 0xcbf29ce484222325ull);
 
 // Sets kernel arguments in order: SetArgs(k, buffer, n, 1.0f).
 namespace detail {
-inline Status SetArgsFrom(cl_kernel, cl_uint) { return Status::Ok(); }
+inline Status SetArgsFrom(cl_kernel, cl_uint) {
+  return Status::Ok();
+}
 template <typename T, typename... Rest>
 Status SetArgsFrom(cl_kernel k, cl_uint i, const T &v, const Rest &...rest) {
   cl_int err = clSetKernelArg(k, i, sizeof(T), &v);

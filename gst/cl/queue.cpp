@@ -5,36 +5,42 @@
 namespace op::cl {
 
 Status WaitForEvent(cl_event event) {
-  if (!event) return Status::Ok();
+  if (!event)
+    return Status::Ok();
   OP_CL_CHECK(clWaitForEvents(1, &event));
   cl_int exec = CL_COMPLETE;
-  OP_CL_CHECK(clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(exec), &exec,
-                             nullptr));
-  if (exec < 0) return ClError("a command waited on", exec);
+  OP_CL_CHECK(
+      clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(exec), &exec, nullptr));
+  if (exec < 0)
+    return ClError("a command waited on", exec);
   return Status::Ok();
 }
 
 Status WaitForEvents(const EventList &events) {
-  if (events.empty()) return Status::Ok();
+  if (events.empty())
+    return Status::Ok();
   OP_CL_CHECK(clWaitForEvents(events.size(), events.data()));
   return Status::Ok();
 }
 
 StatusOr<Queue> Queue::Create(const Device &device, bool profiling) {
-  cl_queue_properties props[] = {CL_QUEUE_PROPERTIES,
-                                 static_cast<cl_queue_properties>(profiling ? CL_QUEUE_PROFILING_ENABLE : 0), 0};
+  cl_queue_properties props[] = {
+      CL_QUEUE_PROPERTIES,
+      static_cast<cl_queue_properties>(profiling ? CL_QUEUE_PROFILING_ENABLE : 0), 0};
   cl_int err = CL_SUCCESS;
   Queue q;
-  q.queue_ = QueueHandle(
-      clCreateCommandQueueWithProperties(device.context(), device.id(), props, &err));
-  if (err != CL_SUCCESS) return ClError("clCreateCommandQueueWithProperties", err);
+  q.queue_ =
+      QueueHandle(clCreateCommandQueueWithProperties(device.context(), device.id(), props, &err));
+  if (err != CL_SUCCESS)
+    return ClError("clCreateCommandQueueWithProperties", err);
   return q;
 }
 
-#define OP_ENQUEUE(call_name, ...)                   \
-  EventHandle ev;                                    \
-  cl_int err = call_name(__VA_ARGS__, ev.out());     \
-  if (err != CL_SUCCESS) return ClError(#call_name, err); \
+#define OP_ENQUEUE(call_name, ...)               \
+  EventHandle ev;                                \
+  cl_int err = call_name(__VA_ARGS__, ev.out()); \
+  if (err != CL_SUCCESS)                         \
+    return ClError(#call_name, err);             \
   return ev
 
 StatusOr<EventHandle> Queue::Write(cl_mem dst, size_t offset, size_t bytes, const void *host,
@@ -81,8 +87,8 @@ StatusOr<EventHandle> Queue::CopyRect(cl_mem src, size_t src_offset, size_t src_
   const size_t src_origin[3] = {src_offset % src_pitch, src_offset / src_pitch, 0};
   const size_t dst_origin[3] = {dst_offset % dst_pitch, dst_offset / dst_pitch, 0};
   const size_t region[3] = {row_bytes, rows, 1};
-  OP_ENQUEUE(clEnqueueCopyBufferRect, get(), src, dst, src_origin, dst_origin, region, src_pitch,
-             0, dst_pitch, 0, wait.size(), wait.data());
+  OP_ENQUEUE(clEnqueueCopyBufferRect, get(), src, dst, src_origin, dst_origin, region, src_pitch, 0,
+             dst_pitch, 0, wait.size(), wait.data());
 }
 
 StatusOr<EventHandle> Queue::Fill(cl_mem dst, size_t offset, size_t bytes, uint8_t value,
@@ -102,8 +108,10 @@ StatusOr<void *> Queue::Map(cl_mem mem, cl_map_flags flags, size_t offset, size_
   EventHandle ev;
   void *ptr = clEnqueueMapBuffer(get(), mem, blocking ? CL_TRUE : CL_FALSE, flags, offset, bytes,
                                  wait.size(), wait.data(), ev.out(), &err);
-  if (err != CL_SUCCESS) return ClError("clEnqueueMapBuffer", err);
-  if (done) *done = std::move(ev);
+  if (err != CL_SUCCESS)
+    return ClError("clEnqueueMapBuffer", err);
+  if (done)
+    *done = std::move(ev);
   return ptr;
 }
 

@@ -19,14 +19,18 @@ class EventList {
   static constexpr size_t kMax = 16;
   EventList() = default;
   EventList(std::initializer_list<cl_event> events) {
-    for (cl_event e : events) Add(e);
+    for (cl_event e : events)
+      Add(e);
   }
   // Adds an event; null events and duplicates are skipped. Returns false when full.
   bool Add(cl_event e) {
-    if (!e) return true;
+    if (!e)
+      return true;
     for (size_t i = 0; i < n_; i++)
-      if (ev_[i] == e) return true;
-    if (n_ == kMax) return false;
+      if (ev_[i] == e)
+        return true;
+    if (n_ == kMax)
+      return false;
     ev_[n_++] = e;
     return true;
   }
@@ -61,15 +65,15 @@ class Queue {
   StatusOr<EventHandle> Copy(cl_mem src, size_t src_offset, cl_mem dst, size_t dst_offset,
                              size_t bytes, const EventList &wait = {});
   // 2D copies: `rows` rows of `row_bytes`, each side with its own offset and pitch.
-  StatusOr<EventHandle> WriteRect(cl_mem dst, size_t dst_offset, size_t dst_pitch,
-                                  const void *host, size_t host_pitch, size_t row_bytes,
-                                  size_t rows, const EventList &wait = {});
+  StatusOr<EventHandle> WriteRect(cl_mem dst, size_t dst_offset, size_t dst_pitch, const void *host,
+                                  size_t host_pitch, size_t row_bytes, size_t rows,
+                                  const EventList &wait = {});
   StatusOr<EventHandle> ReadRect(cl_mem src, size_t src_offset, size_t src_pitch, void *host,
                                  size_t host_pitch, size_t row_bytes, size_t rows,
                                  const EventList &wait = {});
   StatusOr<EventHandle> CopyRect(cl_mem src, size_t src_offset, size_t src_pitch, cl_mem dst,
-                                 size_t dst_offset, size_t dst_pitch, size_t row_bytes,
-                                 size_t rows, const EventList &wait = {});
+                                 size_t dst_offset, size_t dst_pitch, size_t row_bytes, size_t rows,
+                                 const EventList &wait = {});
   StatusOr<EventHandle> Fill(cl_mem dst, size_t offset, size_t bytes, uint8_t value,
                              const EventList &wait = {});
   // Launches `kernel` over `dims` dimensions; `local` may be null (the driver chooses).
@@ -77,8 +81,8 @@ class Queue {
                                const size_t *local, const EventList &wait = {});
   // Maps a buffer region; the returned pointer is valid once the event completes (or at once
   // with `blocking`). Unmap returns the event after which the device may use the buffer again.
-  StatusOr<void *> Map(cl_mem mem, cl_map_flags flags, size_t offset, size_t bytes,
-                       bool blocking, const EventList &wait = {}, EventHandle *done = nullptr);
+  StatusOr<void *> Map(cl_mem mem, cl_map_flags flags, size_t offset, size_t bytes, bool blocking,
+                       const EventList &wait = {}, EventHandle *done = nullptr);
   StatusOr<EventHandle> Unmap(cl_mem mem, void *ptr, const EventList &wait = {});
   // An event that completes when everything in `wait` (or everything enqueued) has.
   StatusOr<EventHandle> Marker(const EventList &wait = {});

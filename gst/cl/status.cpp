@@ -25,16 +25,31 @@ const char *StatusCodeName(StatusCode code) {
 }
 
 std::string Status::ToString() const {
-  if (ok()) return "ok";
+  if (ok())
+    return "ok";
   return std::string(StatusCodeName(code_)) + ": " + message_;
 }
 
-Status InvalidArgument(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
-Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
-Status Unsupported(std::string m) { return Status(StatusCode::kUnsupported, std::move(m)); }
-Status DeviceError(std::string m) { return Status(StatusCode::kDeviceError, std::move(m)); }
-Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
-Status Corrupt(std::string m) { return Status(StatusCode::kCorrupt, std::move(m)); }
-Status Internal(std::string m) { return Status(StatusCode::kInternal, std::move(m)); }
+Status InvalidArgument(std::string m) {
+  return Status(StatusCode::kInvalidArgument, std::move(m));
+}
+Status NotFound(std::string m) {
+  return Status(StatusCode::kNotFound, std::move(m));
+}
+Status Unsupported(std::string m) {
+  return Status(StatusCode::kUnsupported, std::move(m));
+}
+Status DeviceError(std::string m) {
+  return Status(StatusCode::kDeviceError, std::move(m));
+}
+Status IoError(std::string m) {
+  return Status(StatusCode::kIoError, std::move(m));
+}
+Status Corrupt(std::string m) {
+  return Status(StatusCode::kCorrupt, std::move(m));
+}
+Status Internal(std::string m) {
+  return Status(StatusCode::kInternal, std::move(m));
+}
 
 }  // namespace op

@@ -35,7 +35,8 @@ class [[nodiscard]] Status {
 
   // Prefixes the message with where it happened: "loading model.onnx: ...".
   Status &Prepend(const std::string &where) {
-    if (!ok()) message_ = where + ": " + message_;
+    if (!ok())
+      message_ = where + ": " + message_;
     return *this;
   }
   std::string ToString() const;
@@ -51,7 +52,8 @@ class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit on purpose
   StatusOr(Status status) : status_(std::move(status)) {
-    if (status_.ok()) status_ = Status(StatusCode::kInternal, "StatusOr built from an ok Status");
+    if (status_.ok())
+      status_ = Status(StatusCode::kInternal, "StatusOr built from an ok Status");
   }
 
   bool ok() const { return status_.ok(); }
@@ -82,15 +84,17 @@ Status Internal(std::string message);
 #define OP_CONCAT_INNER_(a, b) a##b
 #define OP_CONCAT_(a, b) OP_CONCAT_INNER_(a, b)
 
-#define OP_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::op::Status op_status_ = (expr);         \
-    if (!op_status_.ok()) return op_status_;  \
+#define OP_RETURN_IF_ERROR(expr)      \
+  do {                                \
+    ::op::Status op_status_ = (expr); \
+    if (!op_status_.ok())             \
+      return op_status_;              \
   } while (0)
 
 // OP_ASSIGN_OR_RETURN(auto x, MakeX()); declares x from a StatusOr or returns its Status.
 #define OP_ASSIGN_OR_RETURN(lhs, expr) OP_ASSIGN_OR_RETURN_(OP_CONCAT_(op_so_, __LINE__), lhs, expr)
 #define OP_ASSIGN_OR_RETURN_(tmp, lhs, expr) \
   auto tmp = (expr);                         \
-  if (!tmp.ok()) return tmp.status();        \
+  if (!tmp.ok())                             \
+    return tmp.status();                     \
   lhs = std::move(tmp).value()

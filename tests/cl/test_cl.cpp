@@ -98,7 +98,8 @@ TEST_F(ClTest, EmbeddedKernelRunsAndEventsChain) {
 
   const int n = 1000;
   std::vector<float> x(n), y(n), out(n);
-  for (int i = 0; i < n; i++) x[i] = float(i), y[i] = float(2 * i + 1);
+  for (int i = 0; i < n; i++)
+    x[i] = float(i), y[i] = float(2 * i + 1);
   auto bx = device->CreateBuffer(n * 4), by = device->CreateBuffer(n * 4);
   ASSERT_TRUE(bx.ok() && by.ok());
   auto wx = queue.Write(bx->get(), 0, n * 4, x.data());
@@ -112,13 +113,15 @@ TEST_F(ClTest, EmbeddedKernelRunsAndEventsChain) {
   auto rd = queue.Read(my, 0, n * 4, out.data(), {run->get()});
   ASSERT_TRUE(rd.ok());
   ASSERT_TRUE(WaitForEvent(rd->get()).ok());
-  for (int i = 0; i < n; i++) ASSERT_EQ(out[i], 3.0f * i + 2 * i + 1) << i;
+  for (int i = 0; i < n; i++)
+    ASSERT_EQ(out[i], 3.0f * i + 2 * i + 1) << i;
 }
 
 TEST_F(ClTest, RectCopiesKeepPitches) {
   // A 5-row, 7-byte-wide region between pitches 16 (device) and 9 (host), at an offset.
   std::vector<uint8_t> host(9 * 5), back(9 * 5, 0);
-  for (size_t i = 0; i < host.size(); i++) host[i] = uint8_t(i * 37 + 1);
+  for (size_t i = 0; i < host.size(); i++)
+    host[i] = uint8_t(i * 37 + 1);
   auto buf = device->CreateBuffer(16 * 8);
   ASSERT_TRUE(buf.ok());
   auto fill = queue.Fill(buf->get(), 0, 16 * 8, 0xAB);
@@ -136,7 +139,8 @@ TEST_F(ClTest, RectCopiesKeepPitches) {
       ASSERT_EQ(whole[row * 16 + col], want) << row << "," << col;
     }
   for (size_t row = 0; row < 5; row++)
-    for (size_t col = 0; col < 7; col++) ASSERT_EQ(back[row * 9 + col], host[row * 9 + col]);
+    for (size_t col = 0; col < 7; col++)
+      ASSERT_EQ(back[row * 9 + col], host[row * 9 + col]);
 }
 
 TEST_F(ClTest, ProgramCacheBuildsOnceAndReusesDiskBinaries) {
@@ -155,7 +159,8 @@ TEST_F(ClTest, ProgramCacheBuildsOnceAndReusesDiskBinaries) {
     EXPECT_EQ(cache.stats().builds, 2);
   }
   size_t files = 0;
-  for (auto &e : fs::directory_iterator(dir)) files += e.path().extension() == ".bin";
+  for (auto &e : fs::directory_iterator(dir))
+    files += e.path().extension() == ".bin";
   EXPECT_EQ(files, 2u);
   {
     ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
@@ -166,7 +171,8 @@ TEST_F(ClTest, ProgramCacheBuildsOnceAndReusesDiskBinaries) {
     EXPECT_TRUE(CreateKernel(p->get(), "op_saxpy").ok());
   }
   // A damaged binary is ignored and rebuilt, never trusted.
-  for (auto &e : fs::directory_iterator(dir)) fs::resize_file(e.path(), 20);
+  for (auto &e : fs::directory_iterator(dir))
+    fs::resize_file(e.path(), 20);
   {
     ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
     ASSERT_TRUE(cache.Build(src, "", "t").ok());
