@@ -57,6 +57,9 @@ Status TemporalShape::Validate() const {
                            std::to_string(skip) + ", width " + std::to_string(width) +
                            " and desire width " + std::to_string(desire_width) +
                            " must all be positive");
+  if (lag < 0 || lag >= skip)
+    return InvalidArgument("temporal queues: lag " + std::to_string(lag) +
+                           " must lie in [0, skip) = [0, " + std::to_string(skip) + ")");
   if (long(steps) * skip > INT_MAX / std::max(width, desire_width))
     return InvalidArgument("temporal queues: a history of " + std::to_string(long(steps) * skip) +
                            " entries of " + std::to_string(std::max(width, desire_width)) +
@@ -134,7 +137,7 @@ StatusOr<cl::EventHandle> TemporalQueues::PushFeatures(cl::Queue &queue, cl_mem 
   cl_mem ring = feature_ring_.get();
   OP_RETURN_IF_ERROR(cl::SetArgs(features_kernel_.get(), src, ring, features_target_.mem,
                                  src_offset, dst_offset, cl_int(head), cl_int(shape_.steps),
-                                 cl_int(shape_.skip), cl_int(shape_.width)));
+                                 cl_int(shape_.skip), cl_int(shape_.lag), cl_int(shape_.width)));
   const size_t global = shape_.features_floats();
   OP_ASSIGN_OR_RETURN(cl::EventHandle done,
                       queue.Launch(features_kernel_.get(), 1, &global, nullptr, wait));
@@ -217,8 +220,8 @@ void TemporalQueuesReference::PushFeatures(const float *hidden) {
   // full_features[:-1] = full_features[1:]; full_features[-1] = hidden
   std::copy(feature_history_.begin() + w, feature_history_.end(), feature_history_.begin());
   std::copy(hidden, hidden + w, feature_history_.end() - w);
-  // features = full_features[-1 - skip·(steps − 1) :: skip]
-  const long first = long(history) - 1 - long(shape_.skip) * (shape_.steps - 1);
+  // features = full_features[-1 - lag - skip·(steps − 1) : len − lag : skip]
+  const long first = long(history) - 1 - shape_.lag - long(shape_.skip) * (shape_.steps - 1);
   for (int s = 0; s < shape_.steps; s++) {
     const size_t row = size_t(first + long(s) * shape_.skip);
     std::copy_n(feature_history_.begin() + row * w, w, features_.begin() + s * w);

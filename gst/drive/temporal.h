@@ -22,9 +22,12 @@
 //     formula `d − prev > 0.99` reduces to: pulse = one-hot(d) iff d ≠ 0 and d ≠ prev.
 //   - Only frames the networks run on push: a frame skipped after a drop pushes nothing (the
 //     caller decides, see PushFeatures / PushDesire).
-//   - For a single combined network the hidden state is an output of the same run, so the caller
-//     pushes the desire before the run and the hidden state after it; the features then hold
-//     the previous frames, ending with the last one.
+//   - For a single combined network the hidden state is an output of the same run, and the
+//     network itself appends it: it reads features_buffer[:, 1:] followed by this frame's hidden
+//     state (models/nets.py, DrivingSupercombo). So the caller pushes the desire before the run
+//     and the hidden state after it, with `lag = skip − 1`: after pushing frame n − 1 the input
+//     holds the entries −100, −96, …, −4 (frames n − 100 … n − 4), and the network sees frames
+//     n − 96, …, n − 4, n: the same history, 0.2 s apart, as the separate policy network.
 //
 // Device layout: two rings (hidden states, pulses) indexed by the push count, so a push writes
 // one slot instead of shifting the whole history. Each push is one kernel that writes the new
@@ -67,6 +70,9 @@ struct TemporalShape {
   int skip = 4;          // frames between two sampled hidden states; pulse group size
   int width = 512;       // floats per hidden state (features_buffer's last dimension)
   int desire_width = 8;  // desire one-hot width (desire_pulse's last dimension)
+  // Age of the last sampled hidden state relative to the newest pushed one, in [0, skip):
+  // 0 for a separate policy network (entries −97 … −1), skip − 1 for a combined network.
+  int lag = 0;
   int history() const { return steps * skip; }  // frames kept in each queue
   size_t features_floats() const { return size_t(steps) * width; }
   size_t desire_floats() const { return size_t(steps) * desire_width; }

@@ -58,6 +58,8 @@ class TemporalTest : public ::testing::Test {
     return out;
   }
 
+  void MatchReference(const TemporalShape &shape, int frames);
+
   std::shared_ptr<cl::Device> device;
   cl::Queue queue;
 };
@@ -92,18 +94,17 @@ std::vector<Desire> DesireSequence(int frames) {
   return seq;
 }
 
-TEST_F(TemporalTest, DeviceMatchesTheShiftingReferenceBitForBit) {
-  auto tq = Make();
+// Pushes `frames` random hidden states (a slice in the middle of a larger "vision output") and a
+// desire sequence, comparing the three inputs with the reference after every frame.
+void TemporalTest::MatchReference(const TemporalShape &shape, int frames) {
+  auto tq = Make(shape);
   ASSERT_TRUE(tq);
-  const TemporalShape shape = tq->shape();
   TemporalQueuesReference ref(shape);
 
-  // The hidden state sits inside a larger "vision output", as the hidden_state slice does.
-  const size_t out_floats = 1700, start = 1001, end = start + shape.width;
+  const size_t start = 1001, end = start + shape.width, out_floats = end + 77;
   cl::MemHandle vision = Buffer(out_floats);
-  std::mt19937 rng(6);
+  std::mt19937 rng(6 + shape.lag);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int frames = 173;
   const std::vector<Desire> desires = DesireSequence(frames);
   std::vector<float> host(out_floats);
   for (int n = 0; n < frames; n++) {
@@ -129,6 +130,28 @@ TEST_F(TemporalTest, DeviceMatchesTheShiftingReferenceBitForBit) {
   }
   EXPECT_EQ(tq->features_pushed(), frames);
   EXPECT_EQ(tq->desires_pushed(), frames);
+}
+
+TEST_F(TemporalTest, DeviceMatchesTheShiftingReferenceBitForBit) {
+  MatchReference(TemporalShape{}, 173);
+}
+
+TEST_F(TemporalTest, DeviceMatchesTheReferenceForACombinedNetwork) {
+  TemporalShape shape;
+  shape.lag = shape.skip - 1;
+  MatchReference(shape, 161);
+}
+
+TEST_F(TemporalTest, DeviceMatchesTheReferenceForOddShapes) {
+  TemporalShape shape;
+  shape.steps = 7;
+  shape.skip = 3;
+  shape.width = 13;
+  shape.desire_width = 9;
+  for (int lag = 0; lag < shape.skip; lag++) {
+    shape.lag = lag;
+    MatchReference(shape, 50);
+  }
 }
 
 // Known answers, independent of both implementations: hidden state of frame n is
@@ -166,6 +189,37 @@ TEST_F(TemporalTest, FeaturesAreEveryFourthEndingWithTheNewestAndZerosBeforeTheS
         ASSERT_EQ(ref.features()[s * shape.width + f], want) << "reference, frame " << n;
       }
     }
+  }
+}
+
+// The combined network appends this frame's hidden state itself, so after pushing frame n its
+// input must hold frames n − 99, n − 95, …, n − 3: with this frame (n + 1) appended the network
+// sees n + 1 − 96, …, n + 1 − 4, n + 1, the separate policy network's history.
+TEST_F(TemporalTest, CombinedNetworkFeaturesEndOneSkipBeforeTheNextFrame) {
+  TemporalShape shape;
+  shape.lag = 3;
+  auto tq = Make(shape);
+  ASSERT_TRUE(tq);
+  cl::MemHandle vision = Buffer(shape.width);
+  std::vector<float> host(shape.width);
+  for (int n = 0; n < 130; n++) {
+    for (int f = 0; f < shape.width; f++)
+      host[f] = float(n * 1000 + f);
+    cl::EventHandle up = Upload(vision.get(), host);
+    auto e = tq->PushFeatures(queue, vision.get(), 0, shape.width, {up.get()});
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto feats = Download(tq->features(), shape.features_floats(), 0, e->get());
+    const int next = n + 1;
+    for (int s = 1; s < 25; s++) {
+      // What the network sees at step s − 1 (it drops step 0): frame next − 96 + 4(s − 1).
+      const int source = next - 96 + 4 * (s - 1);
+      for (int f = 0; f < shape.width; f += 101) {
+        const float want = source >= 0 ? float(source * 1000 + f) : 0.0f;
+        ASSERT_EQ(feats[s * shape.width + f], want) << "frame " << n << " step " << s;
+      }
+    }
+    const int dropped = next - 100;  // step 0, which the network ignores
+    ASSERT_EQ(feats[5], dropped >= 0 ? float(dropped * 1000 + 5) : 0.0f) << "frame " << n;
   }
 }
 
@@ -355,6 +409,11 @@ TEST_F(TemporalTest, BadInputsAreErrorsThatNameTheProblem) {
   auto b = TemporalQueues::Create(device, queue, bad);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("skip 0"), std::string::npos);
+  TemporalShape late;
+  late.lag = late.skip;
+  auto l = TemporalQueues::Create(device, queue, late);
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("lag 4"), std::string::npos) << l.status().message();
 }
 
 }  // namespace

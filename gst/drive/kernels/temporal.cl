@@ -10,24 +10,26 @@ inline int op_temporal_slot(const int head, const int age, const int history) {
   return slot < 0 ? slot + history : slot;
 }
 
-// features[s, f] = hidden state `(steps − 1 − s) · skip` frames before the newest; the newest
-// (s = steps − 1) comes from src and is stored at ring slot `head`.
+// features[s, f] = hidden state `(steps − 1 − s) · skip + lag` frames before the newest. The
+// newest (age 0) comes from src and is stored at ring slot `head` by the last step's work-items;
+// every other step reads a slot other than `head`, so the write does not race with the reads.
 __kernel void op_temporal_features(__global const float *src, __global float *ring,
                                    __global float *features, const int src_offset,
                                    const int features_offset, const int head, const int steps,
-                                   const int skip, const int width) {
+                                   const int skip, const int lag, const int width) {
   const int i = get_global_id(0);
   if (i >= steps * width)
     return;
   const int s = i / width;
   const int f = i - s * width;
+  const int age = (steps - 1 - s) * skip + lag;
   float v;
   if (s == steps - 1) {
-    v = src[src_offset + f];
-    ring[head * width + f] = v;
+    const float newest = src[src_offset + f];
+    ring[head * width + f] = newest;
+    v = age == 0 ? newest : ring[op_temporal_slot(head, age, steps * skip) * width + f];
   } else {
-    const int slot = op_temporal_slot(head, (steps - 1 - s) * skip, steps * skip);
-    v = ring[slot * width + f];
+    v = ring[op_temporal_slot(head, age, steps * skip) * width + f];
   }
   features[features_offset + i] = v;
 }
