@@ -1,0 +1,8 @@
+// libgstop: everything GStreamer-facing about OpenCL devices, memory and tensors.
+#pragma once
+
+#include "op/gstopbasefilter.h"
+#include "op/gstopbufferpool.h"
+#include "op/gstopcontext.h"
+#include "op/gstopmemory.h"
+#include "op/gstoptensor.h"

@@ -1,0 +1,61 @@
+// GstOpBaseFilter: the base class of OpenCL filter elements (opclupload, opcldownload, opwarp).
+//
+// What it does for a subclass:
+//   - the `device` property ("auto", "cpu", "gpu", "P:D" or a name substring; READY only);
+//   - start(): gst_op_ensure_context() (sharing the pipeline's context), then the subclass's
+//     open(); stop(): the subclass's close(), then drops the context;
+//   - set_context / GST_QUERY_CONTEXT handling on both pads;
+//   - transform_caps: for every structure, the memory:OpCLMemory version first and the system
+//     memory one after it (override to change the media type, chain up for the features);
+//   - propose_allocation: offers a GstOpBufferPool for OpCLMemory caps and accepts GstVideoMeta
+//     and GstOpFrameMeta;
+//   - decide_allocation: for OpCLMemory output, reuses the downstream pool only if it is a
+//     GstOpBufferPool on the same context, else makes its own; system memory output is left
+//     to GstBaseTransform.
+// Subclasses implement transform()/prepare_output_buffer() etc. as for any GstBaseTransform;
+// everything they enqueue goes on gst_op_context_get_queue() of gst_op_base_filter_get_context().
+#pragma once
+
+#include <gst/base/gstbasetransform.h>
+#include <gst/gst.h>
+
+#include <string>
+
+#include "op/gstopcontext.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_OP_BASE_FILTER (gst_op_base_filter_get_type())
+G_DECLARE_DERIVABLE_TYPE(GstOpBaseFilter, gst_op_base_filter, GST, OP_BASE_FILTER, GstBaseTransform)
+
+struct _GstOpBaseFilterClass {
+  GstBaseTransformClass parent_class;
+
+  // Called at the end of start(), once the context exists: build programs, create per-element
+  // device state. Return FALSE after posting an element error. Optional.
+  gboolean (*open)(GstOpBaseFilter *self, GstOpContext *ctx);
+  // Called at the start of stop(), before the context is dropped: release device state (wait
+  // for in-flight work first). Optional.
+  void (*close)(GstOpBaseFilter *self);
+  // Configures the pool decide_allocation/propose_allocation make for `caps` (already set with
+  // caps, size and buffer counts); e.g. gst_buffer_pool_config_set_op_camera_layout(). Optional.
+  void (*configure_pool)(GstOpBaseFilter *self, GstCaps *caps, GstStructure *config);
+
+  gpointer _reserved[GST_PADDING];
+};
+
+G_END_DECLS
+
+// The context (valid between start() and stop()). (transfer none)
+GstOpContext *gst_op_base_filter_get_context(GstOpBaseFilter *self);
+// The value of the device property.
+std::string gst_op_base_filter_get_device(GstOpBaseFilter *self);
+
+// Whether the first structure of `caps` has the memory:OpCLMemory feature.
+gboolean gst_op_caps_is_op_memory(const GstCaps *caps);
+// `caps` with every structure given memory:OpCLMemory first, then as system memory.
+// (transfer full)
+GstCaps *gst_op_caps_with_both_memories(const GstCaps *caps);
+// `caps` with every structure set to `feature` (GST_CAPS_FEATURE_MEMORY_OP_CL or
+// GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY). (transfer full)
+GstCaps *gst_op_caps_with_feature(const GstCaps *caps, const char *feature);

@@ -1,0 +1,240 @@
+#include "op/gstopbufferpool.h"
+
+#include <string>
+#include <vector>
+
+#include "op/gstopmemory.h"
+#include "op/gstoptensor.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_buffer_pool_debug);
+#define GST_CAT_DEFAULT gst_op_buffer_pool_debug
+
+struct GstOpBufferPoolPrivate {
+  bool is_video = false;
+  GstVideoInfo info;         // video: format, size and the layout buffers get
+  std::vector<gsize> sizes;  // bytes of each memory of a buffer
+};
+
+struct _GstOpBufferPool {
+  GstBufferPool parent;
+  GstOpContext *ctx;
+  GstAllocator *allocator;
+  GstOpBufferPoolPrivate *priv;
+};
+
+G_DEFINE_TYPE(GstOpBufferPool, gst_op_buffer_pool, GST_TYPE_BUFFER_POOL)
+
+static const gchar **GetOptions(GstBufferPool *) {
+  static const gchar *options[] = {GST_BUFFER_POOL_OPTION_VIDEO_META, nullptr};
+  return options;
+}
+
+static gint RoundUp(gint v, gint to) {
+  return (v + to - 1) / to * to;
+}
+
+gboolean gst_op_video_info_set_camera_layout(GstVideoInfo *info) {
+  if (GST_VIDEO_INFO_FORMAT(info) != GST_VIDEO_FORMAT_NV12)
+    return FALSE;
+  gint stride = RoundUp(GST_VIDEO_INFO_WIDTH(info), 128);
+  gint y_rows = RoundUp(GST_VIDEO_INFO_HEIGHT(info), 32);
+  gint uv_rows = y_rows / 2;
+  info->stride[0] = info->stride[1] = stride;
+  info->offset[0] = 0;
+  info->offset[1] = static_cast<gsize>(stride) * y_rows;
+  info->size = info->offset[1] + static_cast<gsize>(stride) * uv_rows;
+  return TRUE;
+}
+
+gboolean gst_op_video_info_same_layout(const GstVideoInfo *a, const GstVideoInfo *b) {
+  if (GST_VIDEO_INFO_FORMAT(a) != GST_VIDEO_INFO_FORMAT(b) ||
+      GST_VIDEO_INFO_WIDTH(a) != GST_VIDEO_INFO_WIDTH(b) ||
+      GST_VIDEO_INFO_HEIGHT(a) != GST_VIDEO_INFO_HEIGHT(b))
+    return FALSE;
+  for (guint i = 0; i < GST_VIDEO_INFO_N_PLANES(a); i++)
+    if (a->stride[i] != b->stride[i] || a->offset[i] != b->offset[i])
+      return FALSE;
+  return TRUE;
+}
+
+void gst_buffer_pool_config_set_op_camera_layout(GstStructure *config) {
+  gst_structure_set(config, "op-camera-layout", G_TYPE_BOOLEAN, TRUE, nullptr);
+}
+
+void gst_buffer_pool_config_set_op_video_layout(GstStructure *config, const GstVideoInfo *info) {
+  gst_structure_set(config, "op-layout-size", G_TYPE_UINT64, (guint64)info->size, nullptr);
+  for (guint i = 0; i < GST_VIDEO_MAX_PLANES; i++) {
+    std::string stride = "op-stride" + std::to_string(i), offset = "op-offset" + std::to_string(i);
+    gst_structure_set(config, stride.c_str(), G_TYPE_INT, info->stride[i], offset.c_str(),
+                      G_TYPE_UINT64, (guint64)info->offset[i], nullptr);
+  }
+}
+
+// Applies an explicit layout from the config to `info`; fails if it does not fit the frame.
+static bool ReadExplicitLayout(GstOpBufferPool *self, const GstStructure *config,
+                               GstVideoInfo *info) {
+  guint64 size = 0;
+  if (!gst_structure_get_uint64(config, "op-layout-size", &size))
+    return true;  // none asked
+  GstVideoInfo want = *info;
+  want.size = size;
+  for (guint i = 0; i < GST_VIDEO_MAX_PLANES; i++) {
+    std::string stride = "op-stride" + std::to_string(i), offset = "op-offset" + std::to_string(i);
+    guint64 off = 0;
+    if (!gst_structure_get_int(config, stride.c_str(), &want.stride[i]) ||
+        !gst_structure_get_uint64(config, offset.c_str(), &off)) {
+      GST_ERROR_OBJECT(self, "layout of plane %u missing from the config", i);
+      return false;
+    }
+    want.offset[i] = off;
+  }
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); p++) {
+    // The last row of a plane must fit, and a row must hold the plane's visible bytes.
+    gint comp[GST_VIDEO_MAX_COMPONENTS];
+    gst_video_format_info_component(info->finfo, p, comp);
+    gint rows = GST_VIDEO_INFO_COMP_HEIGHT(info, comp[0]);
+    gsize row_bytes = GST_VIDEO_INFO_PLANE_STRIDE(info, p);  // packed stride >= visible bytes
+    if (want.stride[p] < (gint)GST_VIDEO_INFO_COMP_WIDTH(info, comp[0]) *
+                             GST_VIDEO_INFO_COMP_PSTRIDE(info, comp[0]) ||
+        want.offset[p] + (gsize)want.stride[p] * (rows - 1) +
+                MIN(row_bytes, (gsize)want.stride[p]) >
+            want.size) {
+      GST_ERROR_OBJECT(self,
+                       "plane %u: stride %d, offset %" G_GSIZE_FORMAT
+                       " do not fit %d rows in %" G_GSIZE_FORMAT " bytes",
+                       p, want.stride[p], want.offset[p], rows, want.size);
+      return false;
+    }
+  }
+  *info = want;
+  return true;
+}
+
+static gboolean SetConfig(GstBufferPool *pool, GstStructure *config) {
+  auto *self = GST_OP_BUFFER_POOL(pool);
+  GstOpBufferPoolPrivate *priv = self->priv;
+  GstCaps *caps = nullptr;
+  guint size = 0, min = 0, max = 0;
+  if (!gst_buffer_pool_config_get_params(config, &caps, &size, &min, &max) || !caps) {
+    GST_ERROR_OBJECT(self, "config has no caps");
+    return FALSE;
+  }
+  const GstStructure *s = gst_caps_get_structure(caps, 0);
+  priv->sizes.clear();
+  if (gst_op_structure_is_tensors(s)) {
+    auto info = gst_op_tensor_info_from_caps(caps);
+    if (!info.ok()) {
+      GST_ERROR_OBJECT(self, "tensor caps %" GST_PTR_FORMAT ": %s", caps,
+                       info.status().message().c_str());
+      return FALSE;
+    }
+    priv->is_video = false;
+    for (const GstOpTensorDesc &t : info->tensors)
+      priv->sizes.push_back(t.bytes());
+    size = info->bytes();
+  } else {
+    GstVideoInfo vinfo;
+    if (!gst_video_info_from_caps(&vinfo, caps)) {
+      GST_ERROR_OBJECT(self, "caps %" GST_PTR_FORMAT " are neither video nor tensors", caps);
+      return FALSE;
+    }
+    gboolean camera = FALSE;
+    if (gst_structure_get_boolean(config, "op-camera-layout", &camera) && camera &&
+        !gst_op_video_info_set_camera_layout(&vinfo)) {
+      GST_ERROR_OBJECT(self, "the camera layout is defined for NV12 only, not %s",
+                       gst_video_format_to_string(GST_VIDEO_INFO_FORMAT(&vinfo)));
+      return FALSE;
+    }
+    if (!ReadExplicitLayout(self, config, &vinfo))
+      return FALSE;
+    priv->is_video = true;
+    priv->info = vinfo;
+    priv->sizes.push_back(vinfo.size);
+    size = vinfo.size;
+  }
+  GST_DEBUG_OBJECT(self, "caps %" GST_PTR_FORMAT ", %u bytes per buffer in %zu memories", caps,
+                   size, priv->sizes.size());
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  gst_buffer_pool_config_set_allocator(config, self->allocator, nullptr);
+  return GST_BUFFER_POOL_CLASS(gst_op_buffer_pool_parent_class)->set_config(pool, config);
+}
+
+static GstFlowReturn AllocBuffer(GstBufferPool *pool, GstBuffer **out,
+                                 GstBufferPoolAcquireParams *) {
+  auto *self = GST_OP_BUFFER_POOL(pool);
+  GstOpBufferPoolPrivate *priv = self->priv;
+  GstBuffer *buffer = gst_buffer_new();
+  for (gsize bytes : priv->sizes) {
+    op::Status status;
+    GstMemory *mem = gst_op_allocator_alloc(self->allocator, bytes, &status);
+    if (!mem) {
+      GST_ERROR_OBJECT(self, "allocating %" G_GSIZE_FORMAT " bytes: %s", bytes,
+                       status.ToString().c_str());
+      gst_buffer_unref(buffer);
+      return GST_FLOW_ERROR;
+    }
+    gst_buffer_append_memory(buffer, mem);
+  }
+  if (priv->is_video) {
+    GstVideoInfo info = priv->info;  // the meta API takes non-const arrays
+    gst_buffer_add_video_meta_full(buffer, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_INFO_FORMAT(&info),
+                                   GST_VIDEO_INFO_WIDTH(&info), GST_VIDEO_INFO_HEIGHT(&info),
+                                   GST_VIDEO_INFO_N_PLANES(&info), info.offset, info.stride);
+  }
+  *out = buffer;
+  return GST_FLOW_OK;
+}
+
+static void gst_op_buffer_pool_finalize(GObject *object) {
+  auto *self = GST_OP_BUFFER_POOL(object);
+  GST_DEBUG_OBJECT(self, "finalize");
+  gst_clear_object(&self->allocator);
+  gst_clear_object(&self->ctx);
+  delete self->priv;
+  G_OBJECT_CLASS(gst_op_buffer_pool_parent_class)->finalize(object);
+}
+
+static void gst_op_buffer_pool_class_init(GstOpBufferPoolClass *klass) {
+  G_OBJECT_CLASS(klass)->finalize = gst_op_buffer_pool_finalize;
+  GstBufferPoolClass *pool_class = GST_BUFFER_POOL_CLASS(klass);
+  pool_class->get_options = GetOptions;
+  pool_class->set_config = SetConfig;
+  pool_class->alloc_buffer = AllocBuffer;
+  GST_DEBUG_CATEGORY_INIT(gst_op_buffer_pool_debug, "opbufferpool", 0, "OpenCL buffer pool");
+}
+
+static void gst_op_buffer_pool_init(GstOpBufferPool *self) {
+  self->priv = new GstOpBufferPoolPrivate();
+  gst_video_info_init(&self->priv->info);
+}
+
+GstBufferPool *gst_op_buffer_pool_new(GstOpContext *ctx) {
+  g_return_val_if_fail(GST_IS_OP_CONTEXT(ctx), nullptr);
+  auto *self = GST_OP_BUFFER_POOL(g_object_new(GST_TYPE_OP_BUFFER_POOL, nullptr));
+  gst_object_ref_sink(self);
+  self->ctx = GST_OP_CONTEXT(gst_object_ref(ctx));
+  self->allocator = gst_op_allocator_new(ctx);
+  return GST_BUFFER_POOL_CAST(self);
+}
+
+GstOpContext *gst_op_buffer_pool_get_context(GstBufferPool *pool) {
+  g_return_val_if_fail(GST_IS_OP_BUFFER_POOL(pool), nullptr);
+  return GST_OP_BUFFER_POOL(pool)->ctx;
+}
+
+gboolean gst_op_buffer_pool_is_on(GstBufferPool *pool, GstOpContext *ctx) {
+  if (!pool || !ctx || !GST_IS_OP_BUFFER_POOL(pool))
+    return FALSE;
+  GstOpContext *own = GST_OP_BUFFER_POOL(pool)->ctx;
+  return own == ctx ||
+         gst_op_context_get_device(own)->context() == gst_op_context_get_device(ctx)->context();
+}
+
+gboolean gst_op_buffer_pool_get_video_info(GstBufferPool *pool, GstVideoInfo *info) {
+  g_return_val_if_fail(GST_IS_OP_BUFFER_POOL(pool), FALSE);
+  auto *self = GST_OP_BUFFER_POOL(pool);
+  if (!self->priv->is_video)
+    return FALSE;
+  *info = self->priv->info;
+  return TRUE;
+}

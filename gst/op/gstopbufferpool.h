@@ -1,0 +1,44 @@
+// GstOpBufferPool: buffers of GstOpMemory for one GstOpContext.
+//
+// Video caps (video/x-raw, NV12 and the other single-buffer formats GstVideoInfo knows): one
+// memory per frame holding every plane, with a GstVideoMeta carrying strides and plane offsets.
+// The layout is GstVideoInfo's packed one unless the config says otherwise:
+//   gst_buffer_pool_config_set_op_camera_layout()  stride = width rounded up to 128, Y height
+//                                                  rounded up to 32 (openpilot's camera layout)
+//   gst_buffer_pool_config_set_op_video_layout()   any explicit strides and offsets
+// Tensor caps (application/x-op-tensors): one memory per tensor, in caps order.
+#pragma once
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include "op/gstopcontext.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_OP_BUFFER_POOL (gst_op_buffer_pool_get_type())
+G_DECLARE_FINAL_TYPE(GstOpBufferPool, gst_op_buffer_pool, GST, OP_BUFFER_POOL, GstBufferPool)
+
+G_END_DECLS
+
+// A pool allocating on `ctx`. (transfer full)
+GstBufferPool *gst_op_buffer_pool_new(GstOpContext *ctx);
+GstOpContext *gst_op_buffer_pool_get_context(GstBufferPool *pool);  // (transfer none)
+// Whether `pool` is a GstOpBufferPool on the device of `ctx` (the pool reuse rule).
+gboolean gst_op_buffer_pool_is_on(GstBufferPool *pool, GstOpContext *ctx);
+
+// Sets `info` to openpilot's camera layout for its format and size (NV12: stride = width
+// rounded up to 128, Y plane height rounded up to 32, UV plane right after it). Returns FALSE
+// for formats other than NV12 and leaves `info` unchanged.
+gboolean gst_op_video_info_set_camera_layout(GstVideoInfo *info);
+
+// Asks the pool for the camera layout of the config's caps.
+void gst_buffer_pool_config_set_op_camera_layout(GstStructure *config);
+// Asks the pool for the strides, offsets and size of `info` (its format and size must match
+// the config's caps; the pool checks).
+void gst_buffer_pool_config_set_op_video_layout(GstStructure *config, const GstVideoInfo *info);
+// The layout the pool will use (after set_config): caps, strides, offsets and size.
+gboolean gst_op_buffer_pool_get_video_info(GstBufferPool *pool, GstVideoInfo *info);
+
+// Whether `a` and `b` have the same format, size, strides and plane offsets.
+gboolean gst_op_video_info_same_layout(const GstVideoInfo *a, const GstVideoInfo *b);

@@ -1,0 +1,584 @@
+// libgstop on the machine's OpenCL device (PoCL in CI): context sharing helpers, memory maps,
+// copies, shares and last-writer events, pools and their lifetimes, tensor caps, frame meta.
+#include <gtest/gtest.h>
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "op/gstop.h"
+
+namespace {
+
+class Op : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { gst_init(nullptr, nullptr); }
+  void SetUp() override {
+    auto ctx = gst_op_context_new("auto");
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    ctx_ = ctx.value();
+    allocator_ = gst_op_allocator_new(ctx_);
+  }
+  void TearDown() override {
+    gst_clear_object(&allocator_);
+    gst_clear_object(&ctx_);
+  }
+  GstMemory *Alloc(gsize size) {
+    op::Status st;
+    GstMemory *mem = gst_op_allocator_alloc(allocator_, size, &st);
+    EXPECT_NE(mem, nullptr) << st.ToString();
+    return mem;
+  }
+  static void Fill(GstMemory *mem, const std::vector<guint8> &bytes) {
+    GstMapInfo map;
+    ASSERT_TRUE(gst_memory_map(mem, &map, GST_MAP_WRITE));
+    ASSERT_EQ(map.size, bytes.size());
+    std::memcpy(map.data, bytes.data(), bytes.size());
+    gst_memory_unmap(mem, &map);
+  }
+  static std::vector<guint8> Read(GstMemory *mem) {
+    GstMapInfo map;
+    if (!gst_memory_map(mem, &map, GST_MAP_READ))
+      return {};
+    std::vector<guint8> out(map.data, map.data + map.size);
+    gst_memory_unmap(mem, &map);
+    return out;
+  }
+  static std::vector<guint8> Pattern(size_t n, unsigned seed) {
+    std::vector<guint8> v(n);
+    for (size_t i = 0; i < n; i++)
+      v[i] = static_cast<guint8>((i * 131 + seed * 17 + i / 251) & 0xff);
+    return v;
+  }
+
+  GstOpContext *ctx_ = nullptr;
+  GstAllocator *allocator_ = nullptr;
+};
+
+// ---- context ------------------------------------------------------------------------------
+
+TEST_F(Op, ContextTravelsInAGstContext) {
+  EXPECT_STREQ(gst_op_context_get_device_string(ctx_), "auto");
+  GstContext *context = gst_context_new_op_context(ctx_);
+  EXPECT_STREQ(gst_context_get_context_type(context), GST_OP_CONTEXT_TYPE);
+  EXPECT_TRUE(gst_context_is_persistent(context));
+  GstOpContext *back = gst_context_get_op_context(context);
+  EXPECT_EQ(back, ctx_);
+  gst_object_unref(back);
+  gst_context_unref(context);
+
+  GstContext *other = gst_context_new("some.other.context", TRUE);
+  EXPECT_EQ(gst_context_get_op_context(other), nullptr);
+  gst_context_unref(other);
+}
+
+TEST_F(Op, ContextMatchesTheSameDeviceAndRefusesOthers) {
+  EXPECT_TRUE(gst_op_context_matches(ctx_, "auto"));
+  EXPECT_TRUE(gst_op_context_matches(ctx_, ""));
+  // On this machine auto and 0:0 are the same device only if there is one; check by id.
+  auto sel = op::cl::SelectDevice("0:0");
+  ASSERT_TRUE(sel.ok());
+  EXPECT_EQ(gst_op_context_matches(ctx_, "0:0"),
+            sel->info.device == gst_op_context_get_device(ctx_)->id());
+  EXPECT_FALSE(gst_op_context_matches(ctx_, "no-such-device-xyz"));
+}
+
+// An element in a pipeline, so messages reach a bus we can read.
+struct Host {
+  GstElement *pipeline = gst_pipeline_new(nullptr);
+  // A bin is the simplest element there is without loading any plugin.
+  GstElement *element = gst_bin_new(nullptr);
+  GstBus *bus = nullptr;
+  Host() {
+    gst_bin_add(GST_BIN(pipeline), element);
+    bus = gst_element_get_bus(pipeline);
+  }
+  ~Host() {
+    gst_object_unref(bus);
+    gst_object_unref(pipeline);
+  }
+  GstMessage *Pop(GstMessageType type) { return gst_bus_pop_filtered(bus, type); }
+};
+
+TEST_F(Op, EnsureContextCreatesAndPostsHaveContext) {
+  Host host;
+  GstOpContext *ctx = nullptr;
+  ASSERT_TRUE(gst_op_ensure_context(host.element, "auto", &ctx));
+  ASSERT_NE(ctx, nullptr);
+  GstMessage *need = host.Pop(GST_MESSAGE_NEED_CONTEXT);
+  ASSERT_NE(need, nullptr);
+  gst_message_unref(need);
+  GstMessage *have = host.Pop(GST_MESSAGE_HAVE_CONTEXT);
+  ASSERT_NE(have, nullptr);
+  GstContext *context = nullptr;
+  gst_message_parse_have_context(have, &context);
+  GstOpContext *posted = gst_context_get_op_context(context);
+  EXPECT_EQ(posted, ctx);
+  gst_object_unref(posted);
+  gst_context_unref(context);
+  gst_message_unref(have);
+  // Already set: nothing new happens.
+  GstOpContext *before = ctx;
+  ASSERT_TRUE(gst_op_ensure_context(host.element, "auto", &ctx));
+  EXPECT_EQ(ctx, before);
+  gst_object_unref(ctx);
+}
+
+TEST_F(Op, SetContextAcceptsMatchingAndRefusesOtherDevices) {
+  Host host;
+  GstContext *context = gst_context_new_op_context(ctx_);
+  GstOpContext *got = nullptr;
+  EXPECT_TRUE(gst_op_handle_set_context(host.element, context, "auto", &got));
+  EXPECT_EQ(got, ctx_);
+  gst_clear_object(&got);
+
+  EXPECT_TRUE(gst_op_handle_set_context(host.element, context, "no-such-device-xyz", &got));
+  EXPECT_EQ(got, nullptr);
+  GstMessage *warning = host.Pop(GST_MESSAGE_WARNING);
+  ASSERT_NE(warning, nullptr) << "a refused context must be announced";
+  GError *err = nullptr;
+  gst_message_parse_warning(warning, &err, nullptr);
+  EXPECT_NE(std::string(err->message).find("no-such-device-xyz"), std::string::npos)
+      << err->message;
+  g_error_free(err);
+  gst_message_unref(warning);
+
+  GstContext *foreign = gst_context_new("gst.gl.GLDisplay", TRUE);
+  EXPECT_FALSE(gst_op_handle_set_context(host.element, foreign, "auto", &got));
+  gst_context_unref(foreign);
+  gst_context_unref(context);
+}
+
+TEST_F(Op, ContextQueryIsAnsweredOnlyForOurType) {
+  Host host;
+  GstQuery *query = gst_query_new_context(GST_OP_CONTEXT_TYPE);
+  EXPECT_TRUE(gst_op_handle_context_query(host.element, query, ctx_));
+  GstContext *context = nullptr;
+  gst_query_parse_context(query, &context);
+  GstOpContext *answered = gst_context_get_op_context(context);
+  EXPECT_EQ(answered, ctx_);
+  gst_object_unref(answered);
+  gst_query_unref(query);
+
+  query = gst_query_new_context("gst.gl.GLDisplay");
+  EXPECT_FALSE(gst_op_handle_context_query(host.element, query, ctx_));
+  gst_query_unref(query);
+}
+
+TEST_F(Op, UnknownDeviceIsAnElementErrorNamingIt) {
+  Host host;
+  GstOpContext *ctx = nullptr;
+  EXPECT_FALSE(gst_op_ensure_context(host.element, "no-such-device-xyz", &ctx));
+  EXPECT_EQ(ctx, nullptr);
+  GstMessage *error = host.Pop(GST_MESSAGE_ERROR);
+  ASSERT_NE(error, nullptr);
+  GError *err = nullptr;
+  gchar *debug = nullptr;
+  gst_message_parse_error(error, &err, &debug);
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
+  EXPECT_NE(std::string(err->message).find("no-such-device-xyz"), std::string::npos)
+      << err->message;
+  EXPECT_NE(std::string(debug).find("matches no OpenCL device"), std::string::npos) << debug;
+  g_error_free(err);
+  g_free(debug);
+  gst_message_unref(error);
+}
+
+// ---- memory --------------------------------------------------------------------------------
+
+TEST_F(Op, HostMapsRoundTripAndRecordTheWriter) {
+  GstMemory *mem = Alloc(4096);
+  ASSERT_TRUE(gst_is_op_memory(mem));
+  EXPECT_TRUE(gst_is_op_memory_on(mem, ctx_));
+  EXPECT_EQ(gst_op_memory_get_context(mem), ctx_);
+  EXPECT_STREQ(mem->allocator->mem_type, GST_OP_MEMORY_NAME);
+  EXPECT_FALSE(gst_op_memory_get_write_event(mem));
+  auto bytes = Pattern(4096, 1);
+  Fill(mem, bytes);
+  EXPECT_TRUE(gst_op_memory_get_write_event(mem)) << "a host write must leave its unmap event";
+  EXPECT_EQ(Read(mem), bytes);
+  gst_memory_unref(mem);
+}
+
+TEST_F(Op, ClMapReturnsTheBufferOnlyForOurMemory) {
+  GstMemory *mem = Alloc(1024);
+  GstMapInfo map;
+  ASSERT_TRUE(gst_op_memory_map_cl(mem, &map, GST_MAP_READ));
+  cl_mem buf = gst_op_map_info_get_cl_mem(&map);
+  size_t size = 0;
+  ASSERT_EQ(clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof(size), &size, nullptr), CL_SUCCESS);
+  EXPECT_EQ(size, 1024u);
+  gst_memory_unmap(mem, &map);
+  gst_memory_unref(mem);
+
+  GstMemory *sys = gst_allocator_alloc(nullptr, 1024, nullptr);
+  EXPECT_FALSE(gst_is_op_memory(sys));
+  EXPECT_FALSE(gst_op_memory_map_cl(sys, &map, GST_MAP_READ));
+  gst_memory_unref(sys);
+}
+
+TEST_F(Op, CopyIsADeviceCopyOfTheRegion) {
+  GstMemory *mem = Alloc(8192);
+  auto bytes = Pattern(8192, 2);
+  Fill(mem, bytes);
+  GstMemory *copy = gst_memory_copy(mem, 100, 1000);
+  ASSERT_NE(copy, nullptr);
+  ASSERT_TRUE(gst_is_op_memory(copy));
+  EXPECT_EQ(copy->size, 1000u);
+  EXPECT_TRUE(gst_op_memory_get_write_event(copy));
+  EXPECT_EQ(Read(copy), std::vector<guint8>(bytes.begin() + 100, bytes.begin() + 1100));
+  // The copy is independent of its source.
+  Fill(mem, Pattern(8192, 3));
+  EXPECT_EQ(Read(copy), std::vector<guint8>(bytes.begin() + 100, bytes.begin() + 1100));
+  gst_memory_unref(copy);
+
+  GstMemory *whole = gst_memory_copy(mem, 0, -1);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(Read(whole), Pattern(8192, 3));
+  gst_memory_unref(whole);
+  gst_memory_unref(mem);
+}
+
+TEST_F(Op, SharesAreViewsOfTheSameBuffer) {
+  GstMemory *mem = Alloc(4096);
+  auto bytes = Pattern(4096, 4);
+  Fill(mem, bytes);
+  GstMemory *a = gst_memory_share(mem, 256, 512);
+  GstMemory *b = gst_memory_share(mem, 768, -1);
+  ASSERT_TRUE(gst_is_op_memory(a));
+  EXPECT_EQ(a->offset, 256u);
+  EXPECT_EQ(b->size, 4096u - 768);
+  EXPECT_EQ(Read(a), std::vector<guint8>(bytes.begin() + 256, bytes.begin() + 768));
+  EXPECT_EQ(Read(b), std::vector<guint8>(bytes.begin() + 768, bytes.end()));
+
+  GstMapInfo ma, mm;
+  ASSERT_TRUE(gst_op_memory_map_cl(a, &ma, GST_MAP_READ));
+  ASSERT_TRUE(gst_op_memory_map_cl(mem, &mm, GST_MAP_READ));
+  EXPECT_EQ(gst_op_map_info_get_cl_mem(&ma), gst_op_map_info_get_cl_mem(&mm));
+  gst_memory_unmap(a, &ma);
+  gst_memory_unmap(mem, &mm);
+
+  gsize offset = 1;
+  EXPECT_TRUE(gst_memory_is_span(a, b, &offset));
+  EXPECT_EQ(offset, 256u);
+  // Views share the last writer.
+  op::cl::EventHandle marker = *gst_op_context_get_queue(ctx_).Marker();
+  gst_op_memory_set_write_event(a, marker.get());
+  EXPECT_EQ(gst_op_memory_get_write_event(mem).get(), marker.get());
+  gst_memory_unref(a);
+  gst_memory_unref(b);
+  gst_memory_unref(mem);
+}
+
+TEST_F(Op, HostMapWaitsForTheLastWritersEvent) {
+  GstMemory *mem = Alloc(1 << 16);
+  Fill(mem, std::vector<guint8>(1 << 16, 0));
+  const auto &device = gst_op_context_get_device(ctx_);
+  // The writer runs on another queue, so only the recorded event orders it before the map.
+  auto other = op::cl::Queue::Create(*device);
+  ASSERT_TRUE(other.ok());
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  GstMapInfo cl_map;
+  ASSERT_TRUE(gst_op_memory_map_cl(mem, &cl_map, GST_MAP_WRITE));
+  auto bytes = Pattern(1 << 16, 5);
+  auto written = other->Write(gst_op_map_info_get_cl_mem(&cl_map), 0, bytes.size(), bytes.data(),
+                              {gate.get()});
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  ASSERT_TRUE(other->Flush().ok());
+  gst_op_memory_set_write_event(mem, written->get());
+  gst_memory_unmap(mem, &cl_map);
+
+  std::atomic<bool> mapped{false};
+  std::vector<guint8> seen;
+  std::thread reader([&] {
+    seen = Read(mem);
+    mapped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(mapped.load()) << "the map returned before the writer could run";
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  reader.join();
+  EXPECT_TRUE(mapped.load());
+  EXPECT_EQ(seen, bytes);
+  gst_memory_unref(mem);
+}
+
+// ---- pools ---------------------------------------------------------------------------------
+
+static GstCaps *Nv12Caps(int w, int h) {
+  return gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "NV12", "width", G_TYPE_INT, w,
+                             "height", G_TYPE_INT, h, "framerate", GST_TYPE_FRACTION, 20, 1,
+                             nullptr);
+}
+
+static GstBufferPool *ConfiguredPool(GstOpContext *ctx, GstCaps *caps, bool camera,
+                                     const GstVideoInfo *layout = nullptr) {
+  GstBufferPool *pool = gst_op_buffer_pool_new(ctx);
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 0, 2, 4);
+  if (camera)
+    gst_buffer_pool_config_set_op_camera_layout(config);
+  if (layout)
+    gst_buffer_pool_config_set_op_video_layout(config, layout);
+  if (!gst_buffer_pool_set_config(pool, config))
+    gst_clear_object(&pool);
+  return pool;
+}
+
+TEST_F(Op, CameraLayoutOfATiciFrame) {
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_NV12, 1928, 1208);
+  ASSERT_TRUE(gst_op_video_info_set_camera_layout(&info));
+  EXPECT_EQ(info.stride[0], 2048);
+  EXPECT_EQ(info.stride[1], 2048);
+  EXPECT_EQ(info.offset[1], 2490368u);
+  EXPECT_EQ(info.size, 2490368u + 2048u * 608);
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_NV12, 1344, 760);
+  ASSERT_TRUE(gst_op_video_info_set_camera_layout(&info));
+  EXPECT_EQ(info.stride[0], 1408);
+  EXPECT_EQ(info.offset[1], 1081344u);
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_I420, 64, 64);
+  EXPECT_FALSE(gst_op_video_info_set_camera_layout(&info));
+}
+
+TEST_F(Op, VideoPoolBuffersCarryTheirLayout) {
+  GstCaps *caps = Nv12Caps(1928, 1208);
+  struct Case {
+    bool camera;
+    gint stride;
+    gsize uv_offset;
+  } cases[] = {{true, 2048, 2490368}, {false, 1928, 1928u * 1208}};
+  for (const Case &c : cases) {
+    GstBufferPool *pool = ConfiguredPool(ctx_, caps, c.camera);
+    ASSERT_NE(pool, nullptr);
+    ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+    GstBuffer *buf = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_OK);
+    ASSERT_EQ(gst_buffer_n_memory(buf), 1u);
+    EXPECT_TRUE(gst_is_op_memory(gst_buffer_peek_memory(buf, 0)));
+    GstVideoMeta *meta = gst_buffer_get_video_meta(buf);
+    ASSERT_NE(meta, nullptr);
+    EXPECT_EQ(meta->stride[0], c.stride);
+    EXPECT_EQ(meta->stride[1], c.stride);
+    EXPECT_EQ(meta->offset[0], 0u);
+    EXPECT_EQ(meta->offset[1], c.uv_offset);
+    EXPECT_GE(gst_buffer_get_size(buf), c.uv_offset + c.stride * 604u);
+    gst_buffer_unref(buf);
+    ASSERT_TRUE(gst_buffer_pool_set_active(pool, FALSE));
+    gst_object_unref(pool);
+  }
+  // An explicit layout, and one that does not fit.
+  GstVideoInfo layout;
+  gst_video_info_from_caps(&layout, caps);
+  layout.stride[0] = layout.stride[1] = 2000;
+  layout.offset[1] = 2000u * 1210;
+  layout.size = layout.offset[1] + 2000u * 604;
+  GstBufferPool *pool = ConfiguredPool(ctx_, caps, false, &layout);
+  ASSERT_NE(pool, nullptr);
+  GstVideoInfo got;
+  ASSERT_TRUE(gst_op_buffer_pool_get_video_info(pool, &got));
+  EXPECT_TRUE(gst_op_video_info_same_layout(&got, &layout));
+  gst_object_unref(pool);
+  layout.stride[1] = 1000;  // narrower than a UV row
+  EXPECT_EQ(ConfiguredPool(ctx_, caps, false, &layout), nullptr);
+  gst_caps_unref(caps);
+}
+
+TEST_F(Op, TensorPoolHasOneMemoryPerTensorInCapsOrder) {
+  GstCaps *caps = gst_caps_from_string(
+      "application/x-op-tensors, names=(string)<\"a\", \"b\">, types=(string)<\"float32\", "
+      "\"uint8\">, dims=(string)<\"1,3,13\", \"127\">");
+  GstBufferPool *pool = ConfiguredPool(ctx_, caps, false);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  GstBuffer *buf = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_OK);
+  ASSERT_EQ(gst_buffer_n_memory(buf), 2u);
+  EXPECT_EQ(gst_buffer_peek_memory(buf, 0)->size, 1u * 3 * 13 * 4);
+  EXPECT_EQ(gst_buffer_peek_memory(buf, 1)->size, 127u);
+  EXPECT_EQ(gst_buffer_get_video_meta(buf), nullptr);
+  gst_buffer_unref(buf);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
+TEST_F(Op, PoolStopsAndRestarts) {
+  GstCaps *caps = Nv12Caps(64, 48);
+  GstBufferPool *pool = ConfiguredPool(ctx_, caps, true);
+  ASSERT_NE(pool, nullptr);
+  for (int round = 0; round < 3; round++) {
+    ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE)) << round;
+    GstBuffer *buf = nullptr;
+    ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_OK) << round;
+    Fill(gst_buffer_peek_memory(buf, 0), Pattern(gst_buffer_get_size(buf), round));
+    EXPECT_EQ(Read(gst_buffer_peek_memory(buf, 0)), Pattern(gst_buffer_get_size(buf), round));
+    gst_buffer_unref(buf);
+    ASSERT_TRUE(gst_buffer_pool_set_active(pool, FALSE)) << round;
+    buf = nullptr;
+    EXPECT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_FLUSHING) << round;
+  }
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
+static void SetFlag(gpointer data, GObject *) {
+  *static_cast<bool *>(data) = true;
+}
+
+TEST_F(Op, AllocatorOutlivesItsPoolWhileMemoriesLive) {
+  GstCaps *caps = Nv12Caps(64, 48);
+  GstBufferPool *pool = ConfiguredPool(ctx_, caps, false);
+  gst_caps_unref(caps);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  GstBuffer *buf = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_OK);
+  GstMemory *mem = gst_memory_ref(gst_buffer_peek_memory(buf, 0));
+  auto bytes = Pattern(mem->size, 6);
+  Fill(mem, bytes);
+
+  bool pool_gone = false, allocator_gone = false;
+  g_object_weak_ref(G_OBJECT(pool), SetFlag, &pool_gone);
+  g_object_weak_ref(G_OBJECT(mem->allocator), SetFlag, &allocator_gone);
+  gst_buffer_unref(buf);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, FALSE));
+  gst_object_unref(pool);
+  EXPECT_TRUE(pool_gone);
+  EXPECT_FALSE(allocator_gone);
+  EXPECT_EQ(Read(mem), bytes);
+  gst_memory_unref(mem);
+  EXPECT_TRUE(allocator_gone) << "the last memory must release the pool's allocator";
+}
+
+// ---- tensor caps -----------------------------------------------------------------------------
+
+TEST(TensorCaps, RoundTrip) {
+  gst_init(nullptr, nullptr);
+  const char *text =
+      "application/x-op-tensors, names=(string)<\"outputs\", \"hidden\">, "
+      "types=(string)<\"float32\", \"float16\">, dims=(string)<\"1,6504\", \"1,25,512\">, "
+      "slices=(string)<\"pose:0:12\", \"lane_lines:12:540\", \"hidden/h:0:512\">";
+  GstCaps *caps = gst_caps_from_string(text);
+  ASSERT_NE(caps, nullptr);
+  auto info = gst_op_tensor_info_from_caps(caps);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  ASSERT_EQ(info->tensors.size(), 2u);
+  EXPECT_EQ(info->tensors[0].name, "outputs");
+  EXPECT_EQ(info->tensors[0].type, GstOpTensorType::kFloat32);
+  EXPECT_EQ(info->tensors[0].dims, (std::vector<int64_t>{1, 6504}));
+  EXPECT_EQ(info->tensors[1].type, GstOpTensorType::kFloat16);
+  EXPECT_EQ(info->tensors[1].bytes(), 25u * 512 * 2);
+  EXPECT_EQ(info->bytes(), 6504u * 4 + 25u * 512 * 2);
+  ASSERT_EQ(info->slices.size(), 3u);
+  EXPECT_EQ(info->slices[1].tensor, "outputs");
+  EXPECT_EQ(info->slices[1].start, 12);
+  EXPECT_EQ(info->slices[1].end, 540);
+  EXPECT_EQ(info->slices[2].tensor, "hidden");
+  EXPECT_EQ(info->FindSlice("h"), &info->slices[2]);
+  EXPECT_EQ(info->Find("hidden"), 1);
+
+  GstCaps *back = gst_op_tensor_info_to_caps(*info);
+  EXPECT_TRUE(gst_caps_is_equal(back, caps)) << gst_caps_to_string(back);
+  auto again = gst_op_tensor_info_from_caps(back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(*again == *info);
+  gst_caps_unref(back);
+  gst_caps_unref(caps);
+
+  // A single tensor may use plain strings.
+  caps = gst_caps_from_string(
+      "application/x-op-tensors, names=img, types=uint8, dims=(string)\"1,12,128,256\"");
+  info = gst_op_tensor_info_from_caps(caps);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->tensors[0].bytes(), 12u * 128 * 256);
+  gst_caps_unref(caps);
+}
+
+TEST(TensorCaps, MalformedCapsSayWhichFieldIsWrong) {
+  gst_init(nullptr, nullptr);
+  struct Case {
+    const char *caps;
+    const char *want;  // must appear in the message
+  } cases[] = {
+      {"application/x-op-tensors, names=a, types=uint8", "field dims is missing"},
+      {"application/x-op-tensors, names=a, types=float8, dims=(string)\"1,2\"", "float8"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"1,x\"", "field dims"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"1,0\"", "field dims"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"\"", "field dims"},
+      {"application/x-op-tensors, names=(string)<a, b>, types=uint8, dims=(string)\"1\"",
+       "one entry per tensor"},
+      {"application/x-op-tensors, names=(string)<a, a>, types=(string)<uint8, uint8>, "
+       "dims=(string)<\"1\", \"1\">",
+       "appears twice"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"4\", "
+       "slices=(string)\"s:2:9\"",
+       "field slices"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"4\", slices=(string)\"s:2\"",
+       "field slices"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=(string)\"4\", "
+       "slices=(string)\"b/s:0:1\"",
+       "unknown tensor \"b\""},
+      {"application/x-op-tensors, names={ a, b }, types=uint8, dims=(string)\"4\"", "field names"},
+      {"application/x-op-tensors, names=a, types=uint8, dims=4", "field dims"},
+      {"video/x-raw, format=NV12", "not application/x-op-tensors"},
+  };
+  for (const Case &c : cases) {
+    GstCaps *caps = gst_caps_from_string(c.caps);
+    ASSERT_NE(caps, nullptr) << c.caps;
+    auto info = gst_op_tensor_info_from_caps(caps);
+    EXPECT_FALSE(info.ok()) << c.caps;
+    if (!info.ok()) {
+      EXPECT_EQ(info.status().code(), op::StatusCode::kInvalidArgument);
+      EXPECT_NE(info.status().message().find(c.want), std::string::npos)
+          << c.caps << " -> " << info.status().message();
+    }
+    gst_caps_unref(caps);
+  }
+}
+
+// ---- frame meta ----------------------------------------------------------------------------
+
+TEST(FrameMeta, AddGetAndCopyOnTransform) {
+  gst_init(nullptr, nullptr);
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, 16, nullptr);
+  EXPECT_EQ(gst_buffer_get_op_frame_meta(buf), nullptr);
+  GstOpFrameMeta *m = gst_buffer_add_op_frame_meta(buf);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->road_frame_id, 0u);
+  EXPECT_EQ(m->stage_ns[GST_OP_STAGE_PARSE], 0u);
+  m->road_frame_id = 1234;
+  m->wide_frame_id = 1233;
+  m->road_sof_ns = 1000000001;
+  m->road_eof_ns = 1020000001;
+  m->calibration_seen = TRUE;
+  m->dropped = 2;
+  m->stage_ns[GST_OP_STAGE_WARP] = 1500000;
+  EXPECT_EQ(gst_buffer_get_or_add_op_frame_meta(buf), m);
+
+  GstBuffer *copy = gst_buffer_copy(buf);
+  GstOpFrameMeta *c = gst_buffer_get_op_frame_meta(copy);
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c, m);
+  EXPECT_EQ(c->road_frame_id, 1234u);
+  EXPECT_EQ(c->wide_frame_id, 1233u);
+  EXPECT_EQ(c->road_eof_ns, 1020000001u);
+  EXPECT_TRUE(c->calibration_seen);
+  EXPECT_EQ(c->dropped, 2u);
+  EXPECT_EQ(c->stage_ns[GST_OP_STAGE_WARP], 1500000u);
+  const gchar *const *tags = gst_meta_api_type_get_tags(GST_OP_FRAME_META_API_TYPE);
+  EXPECT_TRUE(tags == nullptr || tags[0] == nullptr)
+      << "no tags, so GstBaseTransform copies the meta by default";
+  gst_buffer_unref(copy);
+  gst_buffer_unref(buf);
+}
+
+}  // namespace
