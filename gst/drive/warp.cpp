@@ -24,19 +24,33 @@ bool WarpIsBitExact(const cl::Device &device) {
   return (SingleFpConfig(device) & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
 }
 
-std::string WarpBuildOptions(const cl::Device &device) {
-  std::string options = "-cl-std=CL1.2";
+int WarpVectorWidth(const cl::Device &device) {
+  return device.caps().is_cpu ? 16 : 4;
+}
+
+std::string WarpBuildOptions(const cl::Device &device, int vector_width) {
+  if (vector_width == 0)
+    vector_width = WarpVectorWidth(device);
+  std::string options = "-cl-std=CL1.2 -DOP_WARP_VEC=" + std::to_string(vector_width);
   if (WarpIsBitExact(device))
     options += " -cl-fp32-correctly-rounded-divide-sqrt";
   return options;
 }
 
 StatusOr<std::unique_ptr<Warper>> Warper::Create(std::shared_ptr<cl::Device> device,
-                                                 cl::Queue queue, const Nv12Layout &layout) {
+                                                 cl::Queue queue, const Nv12Layout &layout,
+                                                 int vector_width) {
   if (!device || !queue)
     return InvalidArgument("warper needs an opened device and a queue");
   OP_RETURN_IF_ERROR(layout.Validate());
+  if (vector_width == 0)
+    vector_width = WarpVectorWidth(*device);
+  if (vector_width != 1 && vector_width != 2 && vector_width != 4 && vector_width != 8 &&
+      vector_width != 16)
+    return InvalidArgument("warp vector width " + std::to_string(vector_width) +
+                           " is not 1, 2, 4, 8 or 16");
   std::unique_ptr<Warper> w(new Warper());
+  w->vector_width_ = vector_width;
   w->device_ = std::move(device);
   w->queue_ = std::move(queue);
   w->layout_ = layout;
@@ -46,7 +60,8 @@ StatusOr<std::unique_ptr<Warper>> Warper::Create(std::shared_ptr<cl::Device> dev
   if (source.empty())
     return Internal("warp kernels are not embedded");
   OP_ASSIGN_OR_RETURN(
-      w->program_, w->device_->programs().Build(source, WarpBuildOptions(*w->device_), kProgram));
+      w->program_,
+      w->device_->programs().Build(source, WarpBuildOptions(*w->device_, vector_width), kProgram));
   OP_ASSIGN_OR_RETURN(w->kernel_, cl::CreateKernel(w->program_.get(), "op_warp_nv12"));
   OP_ASSIGN_OR_RETURN(w->history_, w->device_->CreateBuffer(kHistoryFrames * kFrameTensorBytes));
   OP_RETURN_IF_ERROR(w->Reset());
@@ -90,7 +105,7 @@ StatusOr<cl::EventHandle> Warper::EnqueueWarp(cl_mem frame, cl_mem dst, size_t d
   const cl_uint uv_offset = cl_uint(layout_.uv_offset), uv_stride = cl_uint(layout_.uv_stride);
   OP_RETURN_IF_ERROR(cl::SetArgs(kernel_.get(), frame, dst, offset, width, height, y_offset,
                                  y_stride, uv_offset, uv_stride, m_y, m_uv));
-  const size_t global[2] = {size_t(kPlaneCols), size_t(kPlaneRows)};
+  const size_t global[2] = {size_t(kPlaneCols / vector_width_), size_t(kPlaneRows)};
   return queue_.Launch(kernel_.get(), 2, global, nullptr, wait);
 }
 

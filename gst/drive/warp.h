@@ -21,18 +21,24 @@ constexpr int kHistoryFrames = 5;
 // One model input: frame t−4 then frame t, (1, 12, 128, 256) uint8.
 constexpr size_t kModelInputBytes = 2 * kFrameTensorBytes;
 
-// Build options of the warp program on `device`: contraction stays off (no -cl-mad-enable), and
-// division is requested correctly rounded when the device offers it (otherwise the kernels may
-// differ from the reference by one pixel where a coordinate lands on a rounding boundary).
-std::string WarpBuildOptions(const cl::Device &device);
+// Output columns one work item handles with vector arithmetic: 16 on CPUs (SIMD through the
+// compiler), 4 elsewhere. Any of 1, 2, 4, 8, 16 gives the same bytes.
+int WarpVectorWidth(const cl::Device &device);
+// Build options of the warp program on `device`: the vector width, contraction off (no
+// -cl-mad-enable), and division correctly rounded when the device offers it (otherwise the
+// kernels may differ from the reference by one pixel where a coordinate lands on a rounding
+// boundary). `vector_width` 0 means WarpVectorWidth(device).
+std::string WarpBuildOptions(const cl::Device &device, int vector_width = 0);
 // Whether `device` rounds float32 division correctly with WarpBuildOptions (bit-exactness).
 bool WarpIsBitExact(const cl::Device &device);
 
 class Warper {
  public:
   // Validates the layout, builds the kernels and allocates the history, zeroed on `queue`.
+  // `vector_width` 0 chooses WarpVectorWidth(device); tests force the others.
   static StatusOr<std::unique_ptr<Warper>> Create(std::shared_ptr<cl::Device> device,
-                                                  cl::Queue queue, const Nv12Layout &layout);
+                                                  cl::Queue queue, const Nv12Layout &layout,
+                                                  int vector_width = 0);
 
   const Nv12Layout &layout() const { return layout_; }
   // The matrix mapping model pixels to camera pixels (see WarpMatrix); rounded to float32 here,
@@ -72,6 +78,7 @@ class Warper {
   cl::MemHandle history_;   // kHistoryFrames slots of kFrameTensorBytes
   cl::EventHandle zeroed_;  // the Fill that cleared the history, until a warp has waited on it
   uint64_t frames_ = 0;
+  int vector_width_ = 1;
 };
 
 }  // namespace op::drive

@@ -99,43 +99,49 @@ const Rpy kCalibrations[] = {
 }  // namespace
 
 TEST_F(WarpTest, CoordinatesMatchTheReferenceBitForBit) {
-  // The kernels' arithmetic itself: unrounded coordinates over the whole luma grid. A fused
-  // multiply-add or an inexact division on either side shows up here first.
-  auto program = device->programs().Build(kernels::Find("warp"), WarpBuildOptions(*device), "warp");
-  ASSERT_TRUE(program.ok()) << program.status().ToString();
-  auto kernel = cl::CreateKernel(program->get(), "op_warp_coords");
-  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  // The kernels' arithmetic itself: unrounded coordinates over the whole luma grid, for every
+  // vector width. A fused multiply-add or an inexact division on either side shows up here first.
   const int w = kModelWidth, h = kModelHeight;
   auto buf = device->CreateBuffer(size_t(w) * h * 2 * sizeof(float));
   ASSERT_TRUE(buf.ok());
-  for (DeviceType t : {DeviceType::kTici, DeviceType::kMici})
-    for (CameraRole r : {CameraRole::kRoad, CameraRole::kWide})
-      for (const Rpy &rpy : kCalibrations) {
-        const ModelFrame f =
-            r == CameraRole::kRoad ? ModelFrame::kMedmodel : ModelFrame::kSbigmodel;
-        const KernelMatrices km =
-            ToKernelMatrices(WarpMatrix(CameraIntrinsics(t, r), ModelIntrinsics(f), rpy));
-        for (const float *m : {km.y, km.uv}) {
-          cl_float16 arg{};
-          std::memcpy(arg.s, m, 9 * sizeof(float));
-          cl_mem out = buf->get();
-          ASSERT_TRUE(cl::SetArgs(kernel->get(), out, w, h, arg).ok());
-          const size_t global[2] = {size_t(w), size_t(h)};
-          auto run = queue.Launch(kernel->get(), 2, global, nullptr);
-          ASSERT_TRUE(run.ok()) << run.status().ToString();
-          std::vector<float> got(size_t(w) * h * 2);
-          auto rd = queue.Read(out, 0, got.size() * sizeof(float), got.data(), {run->get()});
-          ASSERT_TRUE(rd.ok() && cl::WaitForEvent(rd->get()).ok());
-          for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++) {
-              float sx, sy;
-              WarpCoordinate(m, x, y, &sx, &sy);
-              const float gx = got[2 * (size_t(y) * w + x)], gy = got[2 * (size_t(y) * w + x) + 1];
-              ASSERT_EQ(std::memcmp(&gx, &sx, 4), 0) << x << "," << y << ": " << gx << " vs " << sx;
-              ASSERT_EQ(std::memcmp(&gy, &sy, 4), 0) << x << "," << y << ": " << gy << " vs " << sy;
-            }
+  for (int vec : {1, 4, 16}) {
+    auto program =
+        device->programs().Build(kernels::Find("warp"), WarpBuildOptions(*device, vec), "warp");
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    auto kernel = cl::CreateKernel(program->get(), "op_warp_coords");
+    ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+    for (DeviceType t : {DeviceType::kTici, DeviceType::kMici})
+      for (CameraRole r : {CameraRole::kRoad, CameraRole::kWide})
+        for (const Rpy &rpy : kCalibrations) {
+          const ModelFrame f =
+              r == CameraRole::kRoad ? ModelFrame::kMedmodel : ModelFrame::kSbigmodel;
+          const KernelMatrices km =
+              ToKernelMatrices(WarpMatrix(CameraIntrinsics(t, r), ModelIntrinsics(f), rpy));
+          for (const float *m : {km.y, km.uv}) {
+            cl_float16 arg{};
+            std::memcpy(arg.s, m, 9 * sizeof(float));
+            cl_mem out = buf->get();
+            ASSERT_TRUE(cl::SetArgs(kernel->get(), out, w, h, arg).ok());
+            const size_t global[2] = {size_t(w / vec), size_t(h)};
+            auto run = queue.Launch(kernel->get(), 2, global, nullptr);
+            ASSERT_TRUE(run.ok()) << run.status().ToString();
+            std::vector<float> got(size_t(w) * h * 2);
+            auto rd = queue.Read(out, 0, got.size() * sizeof(float), got.data(), {run->get()});
+            ASSERT_TRUE(rd.ok() && cl::WaitForEvent(rd->get()).ok());
+            for (int y = 0; y < h; y++)
+              for (int x = 0; x < w; x++) {
+                float sx, sy;
+                WarpCoordinate(m, x, y, &sx, &sy);
+                const float gx = got[2 * (size_t(y) * w + x)];
+                const float gy = got[2 * (size_t(y) * w + x) + 1];
+                ASSERT_EQ(std::memcmp(&gx, &sx, 4), 0)
+                    << "width " << vec << " at " << x << "," << y << ": " << gx << " vs " << sx;
+                ASSERT_EQ(std::memcmp(&gy, &sy, 4), 0)
+                    << "width " << vec << " at " << x << "," << y << ": " << gy << " vs " << sy;
+              }
+          }
         }
-      }
+  }
 }
 
 TEST_F(WarpTest, KernelEqualsReferenceOnRandomFrames) {
@@ -164,6 +170,56 @@ TEST_F(WarpTest, KernelEqualsReferenceOnRandomFrames) {
                             << " layout, " << ModelFrameName(f) << ", rpy " << FormatRpy(rpy);
       }
     }
+  }
+}
+
+TEST_F(WarpTest, EveryVectorWidthGivesTheSameBytes) {
+  // GPUs get narrower vectors than PoCL: the widths they use are checked here on any device.
+  const Nv12Layout l = Nv12Layout::Camera(1928, 1208);
+  const Mat3 m = WarpMatrix(CameraIntrinsics(DeviceType::kTici, CameraRole::kWide),
+                            ModelIntrinsics(ModelFrame::kSbigmodel), {0.02, 0.01, -0.03});
+  const std::vector<uint8_t> frame = RandomFrame(l, 4242);
+  const std::vector<uint8_t> want = Reference(frame, l, m);
+  cl::MemHandle mem = Upload(frame);
+  auto dst = device->CreateBuffer(kFrameTensorBytes);
+  ASSERT_TRUE(dst.ok());
+  for (int vec : {1, 2, 4, 8, 16}) {
+    auto warper = Warper::Create(device, queue, l, vec);
+    ASSERT_TRUE(warper.ok()) << warper.status().ToString();
+    (*warper)->SetMatrix(m);
+    auto ev = (*warper)->WarpOnce(mem.get(), dst->get(), 0, {});
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    EXPECT_EQ(FirstDifference(Download(dst->get(), kFrameTensorBytes, ev->get()), want), "")
+        << "vector width " << vec;
+  }
+  EXPECT_FALSE(Warper::Create(device, queue, l, 3).ok());
+}
+
+TEST_F(WarpTest, DegenerateMatricesMatchTheReference) {
+  // Division by zero and 0/0 (NaN) must land where the reference puts them: the clamp order
+  // and fmax/fmin's NaN rule are part of the contract between the two.
+  const Nv12Layout l = Nv12Layout::Tight(1344, 760);
+  const std::vector<uint8_t> frame = RandomFrame(l, 77);
+  cl::MemHandle mem = Upload(frame);
+  auto dst = device->CreateBuffer(kFrameTensorBytes);
+  ASSERT_TRUE(dst.ok());
+  auto warper = Warper::Create(device, queue, l);
+  ASSERT_TRUE(warper.ok());
+  const Mat3 cases[] = {
+      {{{0, 0, 1}, {0, 0, 1}, {0, 0, 0}}},         // +inf
+      {{{0, 0, -1}, {0, 0, 1}, {0, 0, 0}}},        // -inf and +inf
+      {{{0, 0, 0}, {0, 0, 0}, {0, 0, 0}}},         // NaN
+      {{{1, 0, 0}, {0, 1, 0}, {-0.004, 0, 1}}},    // the horizon crosses the output
+      {{{1e30, 0, 0}, {0, -1e30, 0}, {0, 0, 1}}},  // coordinates beyond int range
+  };
+  for (const Mat3 &m : cases) {
+    (*warper)->SetMatrix(m);
+    auto ev = (*warper)->WarpOnce(mem.get(), dst->get(), 0, {});
+    ASSERT_TRUE(ev.ok()) << ev.status().ToString();
+    EXPECT_EQ(
+        FirstDifference(Download(dst->get(), kFrameTensorBytes, ev->get()), Reference(frame, l, m)),
+        "")
+        << "matrix row 0: " << m[0][0] << " " << m[0][1] << " " << m[0][2];
   }
 }
 
