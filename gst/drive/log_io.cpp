@@ -67,12 +67,13 @@ Status Unzstd(const std::string &path, const std::vector<uint8_t> &in, std::vect
     }
     out->insert(out->end(), buffer.data(), buffer.data() + output.pos);
   }
-  // Drain what the decoder still holds for the input it has seen.
-  while (true) {
+  // Drain what the decoder still holds for the input it has seen (a frame ends with 0).
+  while (last != 0) {
     ZSTD_outBuffer output = {buffer.data(), buffer.size(), 0};
-    last = ZSTD_decompressStream(ctx, &output, &input);
-    if (ZSTD_isError(last) || output.pos == 0)
+    size_t rc = ZSTD_decompressStream(ctx, &output, &input);
+    if (ZSTD_isError(rc) || output.pos == 0)
       break;
+    last = rc;
     out->insert(out->end(), buffer.data(), buffer.data() + output.pos);
   }
   ZSTD_freeDCtx(ctx);

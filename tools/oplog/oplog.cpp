@@ -1,0 +1,78 @@
+// oplog: lists and decodes driving-message logs (plain, .zst or .bz2; openpilot's rlogs too).
+//
+//   oplog list LOG      one line per message: logMonoTime, service, size in bytes
+//   oplog decode LOG    each message in Cap'n Proto's text form, one per line
+//   oplog decode --pretty LOG    the same, indented over several lines
+//
+// The exit status is 0 when every message was read, 1 on an error, 2 for a log cut short (the
+// messages before the cut are still printed).
+#include <capnp/pretty-print.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "drive/log_io.h"
+
+namespace {
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: oplog list LOG\n"
+               "       oplog decode [--pretty] LOG\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return Usage();
+  const std::string command = argv[1];
+  bool pretty = false;
+  int arg = 2;
+  if (command == "decode" && std::strcmp(argv[arg], "--pretty") == 0) {
+    pretty = true;
+    arg++;
+  }
+  if ((command != "list" && command != "decode") || arg != argc - 1)
+    return Usage();
+  const std::string path = argv[arg];
+
+  auto log = op::drive::ReadLog(path);
+  if (!log.ok()) {
+    std::fprintf(stderr, "oplog: %s\n", log.status().ToString().c_str());
+    return 1;
+  }
+  size_t index = 0;
+  // Cap'n Proto reports malformed messages as exceptions; one bad message ends the listing
+  // with its index instead of aborting.
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+    for (const auto &words : log->messages) {
+      capnp::FlatArrayMessageReader reader(words);
+      auto event = reader.getRoot<op::msg::Event>();
+      if (command == "list") {
+        std::printf("%llu %s %zu\n", static_cast<unsigned long long>(event.getLogMonoTime()),
+                    op::drive::EventServiceName(event).c_str(), words.size() * sizeof(capnp::word));
+      } else if (pretty) {
+        std::printf("%s\n", capnp::prettyPrint(event).flatten().cStr());
+      } else {
+        std::printf("%s\n", kj::str(event).cStr());
+      }
+      index++;
+    }
+  });
+  KJ_IF_MAYBE (e, failure) {
+    std::fprintf(stderr, "oplog: %s: message %zu does not decode: %s\n", path.c_str(), index,
+                 e->getDescription().cStr());
+    return 1;
+  }
+  if (log->truncated) {
+    std::fprintf(stderr, "oplog: %s: the log is cut short after %zu whole messages\n", path.c_str(),
+                 log->messages.size());
+    return 2;
+  }
+  return 0;
+}
