@@ -1,0 +1,1143 @@
+// Code generation driver: storage decisions (aliases, I/O binding, weights), lowering of the
+// compute ops (convolution, matrix products, pooling, reductions, softmax, normalisation,
+// resize), the memory plan, and the final launch list. Elementwise ops and index maps are in
+// codegen_eltwise.cpp.
+#include "nn/codegen.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "nn/codegen_internal.h"
+#include "nn/plan.h"
+#include "nn_kernels.h"
+
+namespace op::nn {
+
+const char *PrecisionName(Precision p) {
+  return p == Precision::kFp16 ? "fp16" : "fp32";
+}
+
+StatusOr<Precision> ParsePrecision(const std::string &s) {
+  if (s == "fp32")
+    return Precision::kFp32;
+  if (s == "fp16")
+    return Precision::kFp16;
+  return InvalidArgument("precision '" + s + "' (expected fp32 or fp16)");
+}
+
+CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precision) {
+  CodegenOptions o;
+  o.profile = caps.profile == cl::Profile::kOther ? cl::Profile::kCpu : caps.profile;
+  o.precision = precision;
+  o.fp16_compute = precision == Precision::kFp16 && caps.fp16 && o.profile == cl::Profile::kAdreno;
+  o.image_weights = o.profile == cl::Profile::kAdreno && caps.images;
+  o.alignment = std::max<uint64_t>(caps.base_address_align_bits / 8, 16);
+  o.device_name = caps.device_name;
+  return o;
+}
+
+StatusOr<CodegenOptions> OptionsForProfile(const std::string &profile, Precision precision) {
+  CodegenOptions o;
+  o.precision = precision;
+  if (profile == "cpu") {
+    o.profile = cl::Profile::kCpu;
+  } else if (profile == "adreno") {
+    o.profile = cl::Profile::kAdreno;
+    o.fp16_compute = precision == Precision::kFp16;
+    o.image_weights = true;
+  } else if (profile == "amd") {
+    o.profile = cl::Profile::kAmd;
+    o.alignment = 256;
+  } else {
+    return InvalidArgument("device profile '" + profile + "' (expected cpu, adreno or amd)");
+  }
+  return o;
+}
+
+namespace gen {
+
+Defines &Defines::Def(const std::string &name, const std::string &value) {
+  text_ += "#define " + name + " " + value + "\n";
+  return *this;
+}
+Defines &Defines::Int(const std::string &name, int64_t value) {
+  return Def(name, std::to_string(value));
+}
+Defines &Defines::Flt(const std::string &name, double value) {
+  return Def(name, FloatLit(value));
+}
+
+std::string FloatLit(double v) {
+  if (std::isnan(v))
+    return "NAN";
+  if (std::isinf(v))
+    return v > 0 ? "INFINITY" : "(-INFINITY)";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", static_cast<double>(static_cast<float>(v)));
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos)
+    s += ".0";
+  return "(" + s + "f)";
+}
+
+int64_t Product(const std::vector<int64_t> &dims, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t d = from; d < dims.size() && d < to; d++)
+    p *= dims[d];
+  return p;
+}
+
+std::string CoordExpr(const std::vector<int64_t> &dims, size_t d, const std::string &lin) {
+  int64_t inner = Product(dims, d + 1);
+  std::string s = inner == 1 ? "(" + lin + ")" : "((" + lin + ") / " + std::to_string(inner) + ")";
+  if (d > 0)
+    s = "(" + s + " % " + std::to_string(dims[d]) + ")";
+  return s;
+}
+
+std::string BroadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in,
+                           const std::string &lin) {
+  if (in == out)
+    return lin;
+  std::string s = "0";
+  int64_t stride = 1;
+  size_t shift = out.size() - std::min(out.size(), in.size());
+  for (size_t d = in.size(); d-- > 0;) {
+    if (in[d] != 1)
+      s += " + " + CoordExpr(out, d + shift, lin) + " * " + std::to_string(stride);
+    stride *= in[d];
+  }
+  return "(" + s + ")";
+}
+
+std::string NodeWhere(const Node &node) {
+  return node.Describe() + " (opset " + std::to_string(node.opset) + ")";
+}
+
+Emitter::Emitter(const Graph &g, const CodegenOptions &o) : graph(g), opt(o) {
+  alias.resize(graph.tensors.size());
+  for (size_t t = 0; t < alias.size(); t++)
+    alias[t] = static_cast<TensorId>(t);
+}
+
+TensorId Emitter::Root(TensorId t) const {
+  while (alias[static_cast<size_t>(t)] != t)
+    t = alias[static_cast<size_t>(t)];
+  return t;
+}
+
+TensorId Emitter::NewTensor(const std::string &name, DType dtype, std::vector<int64_t> dims) {
+  Tensor t;
+  t.name = graph.UniqueName(name);
+  t.dtype = dtype;
+  t.shape = Shape(std::move(dims));
+  TensorId id = graph.AddTensor(std::move(t));
+  alias.push_back(id);
+  return id;
+}
+
+bool Emitter::IsIo(TensorId t) const {
+  const Tensor &r = T(Root(t));
+  return r.is_input || io_output.count(Root(t)) != 0;
+}
+
+std::string Emitter::TagOf(DType dtype, bool io) const {
+  bool half_store = opt.precision == Precision::kFp16 && !io;
+  switch (dtype) {
+    case DType::kFloat32:
+      return half_store ? (opt.fp16_compute ? "h16" : "f16") : "f32";
+    case DType::kFloat16:
+      return opt.fp16_compute ? "h16" : "f16";
+    case DType::kInt64:
+      return "i64";
+    case DType::kInt32:
+      return "i32";
+    case DType::kUInt8:
+      return "u8";
+    case DType::kInt8:
+      return "i8";
+    case DType::kBool:
+      return "b8";
+    case DType::kFloat64:
+    case DType::kUndefined:
+      break;
+  }
+  return "";
+}
+
+std::string Emitter::Tag(TensorId t) const {
+  return TagOf(T(t).dtype, IsIo(t));
+}
+
+uint32_t Emitter::StorageBytes(TensorId t) const {
+  std::string tag = Tag(t);
+  if (tag == "f16" || tag == "h16")
+    return 2;
+  return static_cast<uint32_t>(DTypeSize(T(t).dtype));
+}
+
+StatusOr<std::string> Emitter::Source(const char *name, const Defines &defines) const {
+  std::string_view tmpl = kernels::Find(name);
+  if (tmpl.empty())
+    return Internal(std::string("kernel template ") + name + ".cl is not embedded");
+  std::string s = "// Generated by gst/nn/codegen for profile " +
+                  std::string(cl::ProfileName(opt.profile)) + "\n";
+  if (opt.fp16_compute)
+    s += "#define NN_FP16_COMPUTE 1\n";
+  return s + defines.text() + std::string(tmpl);
+}
+
+}  // namespace gen
+
+namespace {
+
+using gen::Defines;
+using gen::Emitter;
+using gen::NodeWhere;
+using gen::Pending;
+using gen::PendingArg;
+using gen::Product;
+
+PendingArg TArg(TensorId t) {
+  PendingArg a;
+  a.kind = PendingArg::Kind::kTensor;
+  a.tensor = t;
+  return a;
+}
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Spatial geometry of Conv, ConvTranspose and pooling, 1D and 2D (1D as H = 1).
+struct Window {
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0, ph_end = 0, pw_end = 0;
+};
+
+// Reads kernel/stride/dilation/pads for `nsp` spatial dims (1 or 2), with auto_pad SAME_* pads
+// derived from the input and output sizes as ONNX defines them.
+StatusOr<Window> ReadWindow(const Node &node, const std::vector<int64_t> &kernel,
+                            const std::vector<int64_t> &in_sp, const std::vector<int64_t> &out_sp) {
+  size_t nsp = kernel.size();
+  auto strides = node.attrs.Ints("strides", std::vector<int64_t>(nsp, 1));
+  auto dil = node.attrs.Ints("dilations", std::vector<int64_t>(nsp, 1));
+  auto pads = node.attrs.Ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  std::string auto_pad = node.attrs.String("auto_pad", "NOTSET");
+  if (strides.size() != nsp || dil.size() != nsp || pads.size() != 2 * nsp)
+    return InvalidArgument(NodeWhere(node) + ": strides, dilations or pads do not match " +
+                           std::to_string(nsp) + " spatial dims");
+  std::vector<int64_t> begin(nsp), end(nsp);
+  for (size_t d = 0; d < nsp; d++) {
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t total = std::max<int64_t>(
+          0, (out_sp[d] - 1) * strides[d] + (kernel[d] - 1) * dil[d] + 1 - in_sp[d]);
+      begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end[d] = total - begin[d];
+    } else if (auto_pad == "VALID") {
+      begin[d] = end[d] = 0;
+    } else if (auto_pad == "NOTSET" || auto_pad.empty()) {
+      begin[d] = pads[d];
+      end[d] = pads[d + nsp];
+    } else {
+      return Unsupported(NodeWhere(node) + ": auto_pad '" + auto_pad + "'");
+    }
+  }
+  Window w;
+  size_t o = nsp == 2 ? 1 : 0;  // index of the W dim
+  w.kw = kernel[o];
+  w.sw = strides[o];
+  w.dw = dil[o];
+  w.pw = begin[o];
+  w.pw_end = end[o];
+  if (nsp == 2) {
+    w.kh = kernel[0];
+    w.sh = strides[0];
+    w.dh = dil[0];
+    w.ph = begin[0];
+    w.ph_end = end[0];
+  }
+  return w;
+}
+
+// [N, C, H, W] of a rank-3 (1D) or rank-4 (2D) tensor.
+StatusOr<std::array<int64_t, 4>> Nchw(const Node &node, const std::vector<int64_t> &d) {
+  if (d.size() == 4)
+    return std::array<int64_t, 4>{d[0], d[1], d[2], d[3]};
+  if (d.size() == 3)
+    return std::array<int64_t, 4>{d[0], d[1], 1, d[2]};
+  return Unsupported(NodeWhere(node) + ": " + std::to_string(d.size() >= 2 ? d.size() - 2 : 0) +
+                     "-D spatial input (1-D and 2-D are supported)");
+}
+
+std::vector<int64_t> Spatial(const std::vector<int64_t> &d) {
+  return std::vector<int64_t>(d.begin() + 2, d.end());
+}
+
+void DefWindow(Defines &d, const Window &w) {
+  d.Int("KH", w.kh).Int("KW", w.kw).Int("SH", w.sh).Int("SW", w.sw).Int("DH", w.dh).Int("DW", w.dw);
+  d.Int("PH", w.ph).Int("PW", w.pw).Int("PH_END", w.ph_end).Int("PW_END", w.pw_end);
+}
+
+Status LowerConv(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
+  TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
+  TensorId y = node.outputs[0];
+  OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
+  OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
+  const auto &wd = e.Dims(w);
+  int64_t g = node.attrs.Int("group", 1);
+  if (g <= 0 || xi[1] % g || yo[1] % g || wd.size() != e.Dims(x).size() || wd[1] * g != xi[1])
+    return InvalidArgument(NodeWhere(node) + ": group " + std::to_string(g) +
+                           " does not fit the input, weight and output channels");
+  OP_ASSIGN_OR_RETURN(Window win,
+                      ReadWindow(node, Spatial(wd), Spatial(e.Dims(x)), Spatial(e.Dims(y))));
+  std::string act = "(x)";
+  bool res_after = node.attrs.Int("residual_after_activation", 0) != 0;
+  if (node.op == OpKind::kFusedConv) {
+    OP_ASSIGN_OR_RETURN(act, gen::FusedActivation(node));
+  }
+  // A residual of another shape goes through a separate add (rare: the fusion pass prefers
+  // same-shape residuals).
+  TensorId out = y;
+  bool split_epilogue = res != kNoTensor && e.Dims(res) != e.Dims(y);
+  if (split_epilogue)
+    out = e.NewTensor(e.T(y).name + "_conv", e.T(y).dtype, e.Dims(y));
+
+  int64_t ocg = yo[1] / g;
+  int64_t ocb = std::min<int64_t>(ocg, 4);
+  int64_t owb = std::min<int64_t>(yo[3], ocg == 1 ? 8 : 4);
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(out));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("OCB", ocb).Int("OWB", owb);
+  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !split_epilogue);
+  d.Int("RES_AFTER", res_after);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b));
+  if (res != kNoTensor && !split_epilogue)
+    d.Def("TR", e.Tag(res));
+  if (!split_epilogue)
+    d.Def("ACT(x)", act);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "conv2d";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d", d));
+  k.global = {CeilDiv(yo[3], owb), static_cast<uint64_t>(yo[2]),
+              static_cast<uint64_t>(xi[0] * g * CeilDiv(ocg, ocb))};
+  k.args = {TArg(x), TArg(w)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  if (res != kNoTensor && !split_epilogue)
+    k.args.push_back(TArg(res));
+  k.args.push_back(TArg(out));
+  k.writes = {out};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * (xi[1] / g) * win.kh * win.kw;
+  if (Product(e.Dims(y)) == 0)
+    return Status::Ok();
+  e.Emit(std::move(k));
+  if (split_epilogue)
+    return gen::EmitAddActivation(e, out, res, y, act, !res_after, node.Describe());
+  return Status::Ok();
+}
+
+Status LowerConvTranspose(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2), y = node.outputs[0];
+  OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
+  OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
+  int64_t g = node.attrs.Int("group", 1);
+  const auto &wd = e.Dims(w);
+  if (g <= 0 || wd.size() != e.Dims(x).size() || wd[0] != xi[1] || wd[1] * g != yo[1])
+    return InvalidArgument(NodeWhere(node) + ": weights do not fit the channels and group");
+  std::vector<int64_t> ksp = Spatial(wd), isp = Spatial(e.Dims(x)), osp = Spatial(e.Dims(y));
+  size_t nsp = ksp.size();
+  auto strides = node.attrs.Ints("strides", std::vector<int64_t>(nsp, 1));
+  auto dil = node.attrs.Ints("dilations", std::vector<int64_t>(nsp, 1));
+  auto pads = node.attrs.Ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  auto opad = node.attrs.Ints("output_padding", std::vector<int64_t>(nsp, 0));
+  std::string auto_pad = node.attrs.String("auto_pad", "NOTSET");
+  bool derive =
+      node.attrs.Has("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (strides.size() != nsp || dil.size() != nsp || pads.size() != 2 * nsp || opad.size() != nsp)
+    return InvalidArgument(NodeWhere(node) + ": attribute lengths do not match the rank");
+  std::vector<int64_t> begin(nsp);
+  for (size_t d = 0; d < nsp; d++) {
+    if (auto_pad == "VALID") {
+      begin[d] = 0;
+    } else if (derive) {
+      int64_t total = strides[d] * (isp[d] - 1) + opad[d] + (ksp[d] - 1) * dil[d] + 1 - osp[d];
+      begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else {
+      begin[d] = pads[d];
+    }
+  }
+  Window win;
+  size_t o = nsp == 2 ? 1 : 0;
+  win.kw = ksp[o];
+  win.sw = strides[o];
+  win.dw = dil[o];
+  win.pw = begin[o];
+  if (nsp == 2) {
+    win.kh = ksp[0];
+    win.sh = strides[0];
+    win.dh = dil[0];
+    win.ph = begin[0];
+  }
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("HAS_BIAS", b != kNoTensor);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b));
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "conv_transpose";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv_transpose", d));
+  uint64_t n = static_cast<uint64_t>(Product(e.Dims(y)));
+  if (n == 0)
+    return Status::Ok();
+  k.global = {CeilDiv(n, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(w)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  k.args.push_back(TArg(y));
+  k.writes = {y};
+  k.flops = 2ull * xi[0] * xi[1] * xi[2] * xi[3] * (yo[1] / g) * win.kh * win.kw;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerMatMul(Emitter &e, const Node &node) {
+  TensorId a = node.inputs[0], bt = node.inputs[1], y = node.outputs[0];
+  TensorId c = kNoTensor, res = kNoTensor;
+  bool ta = false, tb = false, res_after = false;
+  float alpha = 1.f, beta = 1.f;
+  std::string act = "(x)";
+  if (node.op == OpKind::kGemm || node.op == OpKind::kFusedGemm) {
+    ta = node.attrs.Int("transA", 0) != 0;
+    tb = node.attrs.Int("transB", 0) != 0;
+    alpha = node.attrs.Float("alpha", 1.f);
+    beta = node.attrs.Float("beta", 1.f);
+    c = node.input(2);
+  }
+  if (node.op == OpKind::kFusedGemm) {
+    res = node.input(3);
+    res_after = node.attrs.Int("residual_after_activation", 0) != 0;
+    OP_ASSIGN_OR_RETURN(act, gen::FusedActivation(node));
+  }
+  std::vector<int64_t> ad = e.Dims(a), bd = e.Dims(bt);
+  if (ad.empty() || bd.empty())
+    return InvalidArgument(NodeWhere(node) + ": scalar operand");
+  if (ad.size() == 1)
+    ad.insert(ad.begin(), 1);
+  if (bd.size() == 1)
+    bd.push_back(1);
+  size_t ra = ad.size(), rb = bd.size();
+  int64_t m = ta ? ad[ra - 1] : ad[ra - 2], ka = ta ? ad[ra - 2] : ad[ra - 1];
+  int64_t kb = tb ? bd[rb - 1] : bd[rb - 2], n = tb ? bd[rb - 2] : bd[rb - 1];
+  if (ka != kb)
+    return InvalidArgument(NodeWhere(node) + ": inner dimensions " + std::to_string(ka) + " and " +
+                           std::to_string(kb) + " differ");
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
+  OP_ASSIGN_OR_RETURN(Shape ob, BroadcastShapes(Shape(abatch), Shape(bbatch)));
+  int64_t batch = Product(ob.dims);
+  const auto &yd = e.Dims(y);
+  if (batch * m * n != Product(yd))
+    return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
+                           " does not hold the product");
+  if (batch * m * n == 0)
+    return Status::Ok();
+  // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernel.
+  int64_t rm = std::min<int64_t>(m, 4), rn = std::min<int64_t>(n, m == 1 ? 8 : 4);
+  Defines d;
+  d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
+  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
+  d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1);
+  d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1);
+  d.Def("A_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
+  d.Def("B_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " + std::to_string(ka * n) + ")");
+  std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
+  d.Int("RM", rm).Int("RN", rn).Flt("ALPHA", alpha).Flt("BETA", beta);
+  d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
+  if (c != kNoTensor)
+    d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
+  if (res != kNoTensor)
+    d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
+  d.Def("ACT(x)", act);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "matmul";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("matmul", d));
+  k.global = {CeilDiv(n, rn), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+  k.args = {TArg(a), TArg(bt)};
+  if (c != kNoTensor)
+    k.args.push_back(TArg(c));
+  if (res != kNoTensor)
+    k.args.push_back(TArg(res));
+  k.args.push_back(TArg(y));
+  k.writes = {y};
+  k.flops = 2ull * batch * m * n * ka;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerPool(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], y = node.outputs[0];
+  if (node.outputs.size() > 1 && node.outputs[1] != kNoTensor)
+    return Unsupported(NodeWhere(node) + ": MaxPool indices output");
+  OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
+  OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
+  auto kernel = node.attrs.Ints("kernel_shape");
+  if (kernel.size() != e.Dims(x).size() - 2)
+    return InvalidArgument(NodeWhere(node) + ": kernel_shape does not match the input rank");
+  if (node.attrs.Int("storage_order", 0) != 0)
+    return Unsupported(NodeWhere(node) + ": storage_order 1");
+  OP_ASSIGN_OR_RETURN(Window win, ReadWindow(node, kernel, Spatial(e.Dims(x)), Spatial(e.Dims(y))));
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OH", yo[2]).Int("OW", yo[3]);
+  DefWindow(d, win);
+  d.Int("MAX_POOL", node.op == OpKind::kMaxPool);
+  d.Int("COUNT_PAD", node.attrs.Int("count_include_pad", 0) != 0);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "pool";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("pool", d));
+  uint64_t n = static_cast<uint64_t>(Product(e.Dims(y)));
+  if (n == 0)
+    return Status::Ok();
+  k.global = {CeilDiv(n, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(y)};
+  k.writes = {y};
+  k.flops = n * win.kh * win.kw;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerReduce(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], y = node.outputs[0];
+  const auto &xd = e.Dims(x);
+  size_t r = xd.size();
+  std::vector<bool> reduced(r, false);
+  bool arg = node.op == OpKind::kArgMax || node.op == OpKind::kArgMin;
+  bool global = node.op == OpKind::kGlobalAveragePool || node.op == OpKind::kGlobalMaxPool;
+  if (arg) {
+    OP_ASSIGN_OR_RETURN(int64_t a,
+                        NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(r)));
+    reduced[static_cast<size_t>(a)] = true;
+  } else if (global) {
+    for (size_t dd = 2; dd < r; dd++)
+      reduced[dd] = true;
+  } else {
+    std::vector<int64_t> axes = node.attrs.Ints("axes");
+    if (node.input(1) != kNoTensor) {
+      if (!e.T(node.input(1)).is_constant())
+        return Unsupported(NodeWhere(node) + ": axes must be constant");
+      OP_ASSIGN_OR_RETURN(axes, ConstantInts(e.T(node.input(1))));
+    }
+    if (axes.empty()) {
+      if (node.attrs.Int("noop_with_empty_axes", 0) != 0)
+        return gen::EmitCopy(e, x, y, node.Describe());
+      for (size_t dd = 0; dd < r; dd++)
+        reduced[dd] = true;
+    }
+    for (int64_t a : axes) {
+      OP_ASSIGN_OR_RETURN(int64_t na, NormalizeAxis(a, static_cast<int64_t>(r)));
+      reduced[static_cast<size_t>(na)] = true;
+    }
+  }
+  std::vector<int64_t> kept_dims, red_dims, kept_strides, red_strides;
+  std::vector<int64_t> strides = Strides(Shape(xd));
+  for (size_t dd = 0; dd < r; dd++) {
+    (reduced[dd] ? red_dims : kept_dims).push_back(xd[dd]);
+    (reduced[dd] ? red_strides : kept_strides).push_back(strides[dd]);
+  }
+  auto offset_expr = [](const std::vector<int64_t> &dims, const std::vector<int64_t> &st,
+                        const std::string &v) {
+    std::string s = "(0";
+    for (size_t dd = 0; dd < dims.size(); dd++)
+      if (dims[dd] != 1)
+        s += " + " + gen::CoordExpr(dims, dd, v) + " * " + std::to_string(st[dd]);
+    return s + ")";
+  };
+  int64_t out_n = Product(kept_dims), red_n = Product(red_dims);
+  if (out_n == 0)
+    return Status::Ok();
+  if (red_n == 0)
+    return Unsupported(NodeWhere(node) + ": reduction over an empty axis");
+  bool fl = e.Tag(x) == "f32" || e.Tag(x) == "f16" || e.Tag(x) == "h16";
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TY", e.Tag(y));
+  d.Int("OUT_N", out_n).Int("RED_N", red_n);
+  d.Def("OUT_BASE(o)", offset_expr(kept_dims, kept_strides, "(o)"));
+  d.Def("RED_OFF(r)", offset_expr(red_dims, red_strides, "(r)"));
+  std::string ty = fl ? "float" : "long";
+  std::string init = "0", step = "((acc) + (v))", fin = "(acc)";
+  switch (node.op) {
+    case OpKind::kArgMax:
+    case OpKind::kArgMin: {
+      bool last = node.attrs.Int("select_last_index", 0) != 0;
+      std::string cmp = node.op == OpKind::kArgMax ? (last ? ">=" : ">") : (last ? "<=" : "<");
+      d.Def("ARG_MODE", "1").Def("RED_BETTER(v, best)", "((v) " + cmp + " (best))");
+      break;
+    }
+    case OpKind::kReduceSum:
+      break;
+    case OpKind::kReduceMean:
+    case OpKind::kGlobalAveragePool:
+      fin = "((acc) / " + (fl ? gen::FloatLit(static_cast<double>(red_n)) : std::to_string(red_n)) +
+            ")";
+      break;
+    case OpKind::kReduceMax:
+    case OpKind::kGlobalMaxPool:
+      init = fl ? "(-INFINITY)" : "LONG_MIN";
+      step = fl ? "fmax(acc, v)" : "max(acc, v)";
+      break;
+    case OpKind::kReduceMin:
+      init = fl ? "INFINITY" : "LONG_MAX";
+      step = fl ? "fmin(acc, v)" : "min(acc, v)";
+      break;
+    case OpKind::kReduceProd:
+      init = "1";
+      step = "((acc) * (v))";
+      break;
+    case OpKind::kReduceL1:
+      step = fl ? "((acc) + fabs(v))" : "((acc) + ((v) < 0 ? -(v) : (v)))";
+      break;
+    case OpKind::kReduceL2:
+      step = "((acc) + (v) * (v))";
+      fin = fl ? "sqrt(acc)" : "(long)rint(sqrt((float)(acc)))";
+      break;
+    case OpKind::kReduceSumSquare:
+      step = "((acc) + (v) * (v))";
+      break;
+    case OpKind::kReduceLogSum:
+      fin = "log((float)(acc))";
+      break;
+    case OpKind::kReduceLogSumExp:
+      if (!fl)
+        return Unsupported(NodeWhere(node) + ": ReduceLogSumExp on integers");
+      d.Def("RED_NEEDS_MAX", "1");
+      step = "((acc) + exp((v) - mx))";
+      fin = "(mx + log(acc))";
+      break;
+    default:
+      return Internal(node.Describe() + " is not a reduction");
+  }
+  d.Def("RED_ACC_T", ty).Def("RED_INIT", init).Def("RED_STEP(acc, v)", step);
+  d.Def("RED_FINAL(acc)", fin);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "reduce";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("reduce", d));
+  k.global = {CeilDiv(out_n, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(y)};
+  k.writes = {y};
+  k.flops = static_cast<uint64_t>(out_n * red_n);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerSoftmax(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], y = node.outputs[0];
+  const auto &xd = e.Dims(x);
+  int64_t r = static_cast<int64_t>(xd.size());
+  bool old = node.opset < 13;
+  OP_ASSIGN_OR_RETURN(int64_t axis,
+                      NormalizeAxis(node.attrs.Int("axis", old ? 1 : -1), std::max<int64_t>(r, 1)));
+  size_t ax = static_cast<size_t>(axis);
+  int64_t outer = Product(xd, 0, ax);
+  int64_t len = old ? Product(xd, ax) : (r ? xd[ax] : 1);
+  int64_t inner = old ? 1 : Product(xd, ax + 1);
+  if (outer * len * inner == 0)
+    return Status::Ok();
+  int mode = node.op == OpKind::kSoftmax ? 0 : node.op == OpKind::kLogSoftmax ? 1 : 2;
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TY", e.Tag(y));
+  d.Int("OUTER", outer).Int("AXIS", len).Int("INNER", inner).Int("MODE", mode);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "softmax";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("softmax", d));
+  k.global = {CeilDiv(outer * inner, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(y)};
+  k.writes = {y};
+  k.flops = static_cast<uint64_t>(outer * len * inner * 5);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerNorm(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], s = node.inputs[1], b = node.input(2), y = node.outputs[0];
+  for (size_t o = 1; o < node.outputs.size(); o++)
+    if (node.outputs[o] != kNoTensor)
+      return Unsupported(NodeWhere(node) + ": mean/inv_std_dev outputs");
+  const auto &xd = e.Dims(x);
+  int64_t rows, len;
+  std::string sc, bi;
+  if (node.op == OpKind::kLayerNormalization) {
+    OP_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(node.attrs.Int("axis", -1), static_cast<int64_t>(xd.size())));
+    std::vector<int64_t> nd(xd.begin() + axis, xd.end());
+    rows = Product(xd, 0, static_cast<size_t>(axis));
+    len = Product(nd);
+    sc = gen::BroadcastIndex(nd, e.Dims(s), "(j)");
+    if (b != kNoTensor)
+      bi = gen::BroadcastIndex(nd, e.Dims(b), "(j)");
+  } else {
+    if (xd.size() < 2)
+      return InvalidArgument(NodeWhere(node) + ": rank < 2");
+    rows = xd[0] * xd[1];
+    len = Product(xd, 2);
+    sc = bi = "((row) % " + std::to_string(xd[1]) + ")";
+  }
+  if (rows * len == 0)
+    return Status::Ok();
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TS", e.Tag(s)).Def("TY", e.Tag(y));
+  d.Int("ROWS", rows).Int("ROW_LEN", len).Flt("EPS", node.attrs.Float("epsilon", 1e-5f));
+  d.Def("SC_IDX(row, j)", sc).Int("HAS_BIAS", b != kNoTensor);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b)).Def("B_IDX(row, j)", bi);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "norm";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("norm", d));
+  k.global = {CeilDiv(rows, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(s)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  k.args.push_back(TArg(y));
+  k.writes = {y};
+  k.flops = static_cast<uint64_t>(rows * len * 8);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerResize(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], y = node.outputs[0];
+  const auto &xd = e.Dims(x), &yd = e.Dims(y);
+  size_t r = xd.size();
+  if (r < 2 || yd.size() != r)
+    return Unsupported(NodeWhere(node) + ": rank " + std::to_string(r));
+  for (size_t dd = 0; dd + 2 < r; dd++)
+    if (xd[dd] != yd[dd])
+      return Unsupported(NodeWhere(node) + ": resizing an axis other than the last two");
+  std::string mode = node.attrs.String("mode", "nearest");
+  if (mode != "nearest" && mode != "linear")
+    return Unsupported(NodeWhere(node) + ": mode '" + mode + "'");
+  std::vector<double> scales;
+  TensorId st = node.opset < 11 ? node.input(1) : node.input(2);
+  if (st != kNoTensor && Product(e.Dims(st)) > 0) {
+    if (!e.T(st).is_constant())
+      return Unsupported(NodeWhere(node) + ": scales must be constant");
+    OP_ASSIGN_OR_RETURN(scales, ConstantDoubles(e.T(st)));
+    if (scales.size() != r)
+      return InvalidArgument(NodeWhere(node) + ": " + std::to_string(scales.size()) +
+                             " scales for rank " + std::to_string(r));
+  } else {
+    for (size_t dd = 0; dd < r; dd++)
+      scales.push_back(xd[dd] ? static_cast<double>(yd[dd]) / xd[dd] : 1.0);
+  }
+  std::string ctm = node.attrs.String("coordinate_transformation_mode",
+                                      node.opset < 11 ? "asymmetric" : "half_pixel");
+  std::string coord;
+  if (ctm == "half_pixel")
+    coord = "(((o) + 0.5f) / (scale) - 0.5f)";
+  else if (ctm == "pytorch_half_pixel")
+    coord = "((out) > 1 ? ((o) + 0.5f) / (scale) - 0.5f : 0.0f)";
+  else if (ctm == "align_corners")
+    coord = "((out) == 1 ? 0.0f : (o) * (float)((in) - 1) / (float)((out) - 1))";
+  else if (ctm == "asymmetric")
+    coord = "((o) / (scale))";
+  else if (ctm == "tf_half_pixel_for_nearest")
+    coord = "(((o) + 0.5f) / (scale))";
+  else
+    return Unsupported(NodeWhere(node) + ": coordinate_transformation_mode '" + ctm + "'");
+  std::string nm = node.attrs.String("nearest_mode", "round_prefer_floor"), nearest;
+  if (nm == "round_prefer_floor")
+    nearest = "ceil((x) - 0.5f)";
+  else if (nm == "round_prefer_ceil")
+    nearest = "floor((x) + 0.5f)";
+  else if (nm == "floor")
+    nearest = "floor(x)";
+  else if (nm == "ceil")
+    nearest = "ceil(x)";
+  else
+    return Unsupported(NodeWhere(node) + ": nearest_mode '" + nm + "'");
+  if (node.opset < 11 && mode == "nearest")
+    nearest = "floor(x)";  // Resize-10 rounds nearest down (asymmetric + floor)
+  if (node.attrs.Int("exclude_outside", 0) != 0)
+    return Unsupported(NodeWhere(node) + ": exclude_outside");
+  if (Product(yd) == 0)
+    return Status::Ok();
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TY", e.Tag(y));
+  d.Int("NC", Product(xd, 0, r - 2)).Int("H", xd[r - 2]).Int("W", xd[r - 1]);
+  d.Int("OH", yd[r - 2]).Int("OW", yd[r - 1]);
+  d.Flt("SCALE_H", scales[r - 2]).Flt("SCALE_W", scales[r - 1]);
+  d.Def("COORD(o, scale, in, out)", coord).Int("LINEAR", mode == "linear");
+  d.Def("NEAREST(x, size)", nearest);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "resize";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("resize", d));
+  uint64_t n = static_cast<uint64_t>(Product(yd));
+  k.global = {CeilDiv(n, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(y)};
+  k.writes = {y};
+  k.flops = n * 8;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+bool IsAliasOp(OpKind op) {
+  return op == OpKind::kReshape || op == OpKind::kFlatten || op == OpKind::kSqueeze ||
+         op == OpKind::kUnsqueeze || op == OpKind::kIdentity || op == OpKind::kDropout;
+}
+
+Status LowerNode(Emitter &e, const Node &node) {
+  switch (node.op) {
+    case OpKind::kConv:
+    case OpKind::kFusedConv:
+      return LowerConv(e, node);
+    case OpKind::kConvTranspose:
+      return LowerConvTranspose(e, node);
+    case OpKind::kGemm:
+    case OpKind::kMatMul:
+    case OpKind::kFusedGemm:
+      return LowerMatMul(e, node);
+    case OpKind::kAveragePool:
+    case OpKind::kMaxPool:
+      return LowerPool(e, node);
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMax:
+    case OpKind::kReduceMin:
+    case OpKind::kReduceProd:
+    case OpKind::kReduceL1:
+    case OpKind::kReduceL2:
+    case OpKind::kReduceSumSquare:
+    case OpKind::kReduceLogSum:
+    case OpKind::kReduceLogSumExp:
+    case OpKind::kArgMax:
+    case OpKind::kArgMin:
+      return LowerReduce(e, node);
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kHardmax:
+      return LowerSoftmax(e, node);
+    case OpKind::kLayerNormalization:
+    case OpKind::kInstanceNormalization:
+      return LowerNorm(e, node);
+    case OpKind::kResize:
+      return LowerResize(e, node);
+    case OpKind::kTranspose:
+    case OpKind::kSlice:
+    case OpKind::kPad:
+    case OpKind::kTile:
+    case OpKind::kExpand:
+    case OpKind::kConcat:
+    case OpKind::kSplit:
+    case OpKind::kGather:
+    case OpKind::kGatherElements:
+    case OpKind::kDepthToSpace:
+    case OpKind::kSpaceToDepth:
+    case OpKind::kTrilu:
+    case OpKind::kCumSum:
+    case OpKind::kDropout:
+      return gen::LowerLayout(e, node);
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kIdentity:
+      return Status::Ok();  // aliases: no kernel
+    case OpKind::kShape:
+    case OpKind::kSize:
+    case OpKind::kConstantOfShape:
+    case OpKind::kRange:
+      return Unsupported(NodeWhere(node) + ": its output is not constant after folding");
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow:
+    case OpKind::kEqual:
+    case OpKind::kLess:
+    case OpKind::kGreater:
+    case OpKind::kSqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kReciprocal:
+    case OpKind::kRelu:
+    case OpKind::kLeakyRelu:
+    case OpKind::kElu:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kTanh:
+    case OpKind::kErf:
+    case OpKind::kSoftplus:
+    case OpKind::kClip:
+    case OpKind::kCast:
+    case OpKind::kMin:
+    case OpKind::kMax:
+    case OpKind::kWhere:
+    case OpKind::kFloor:
+    case OpKind::kCeil:
+    case OpKind::kRound:
+    case OpKind::kSign:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kTan:
+    case OpKind::kAsin:
+    case OpKind::kAcos:
+    case OpKind::kAtan:
+    case OpKind::kSinh:
+    case OpKind::kCosh:
+    case OpKind::kAsinh:
+    case OpKind::kAcosh:
+    case OpKind::kAtanh:
+    case OpKind::kSelu:
+    case OpKind::kCelu:
+    case OpKind::kSoftsign:
+    case OpKind::kThresholdedRelu:
+    case OpKind::kShrink:
+    case OpKind::kNot:
+    case OpKind::kIsNaN:
+    case OpKind::kIsInf:
+    case OpKind::kAnd:
+    case OpKind::kOr:
+    case OpKind::kXor:
+    case OpKind::kGreaterOrEqual:
+    case OpKind::kLessOrEqual:
+    case OpKind::kMod:
+    case OpKind::kPRelu:
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kBatchNormalization:
+    case OpKind::kCastLike:
+    case OpKind::kElementwiseChain:
+      return gen::LowerElementwise(e, node);
+  }
+  return Internal(node.Describe() + ": unknown op");
+}
+
+// Appends a constant's bytes in its storage form (float32 as half under fp16 storage).
+void PackConstant(const Tensor &t, const std::string &tag, std::vector<uint8_t> *w) {
+  const Bytes &b = *t.data;
+  if (t.dtype == DType::kFloat32 && (tag == "f16" || tag == "h16")) {
+    size_t n = b.size() / 4;
+    for (size_t i = 0; i < n; i++) {
+      float f;
+      std::memcpy(&f, b.data() + 4 * i, 4);
+      uint16_t h = FloatToHalf(f);
+      w->push_back(static_cast<uint8_t>(h & 0xff));
+      w->push_back(static_cast<uint8_t>(h >> 8));
+    }
+  } else {
+    w->insert(w->end(), b.begin(), b.end());
+  }
+}
+
+}  // namespace
+
+StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options) {
+  Emitter e(graph, options);
+  Graph &g = e.graph;
+  // Aliases first: they decide which tensor's storage an output binds to.
+  for (const Node &node : g.nodes) {
+    if (!IsAliasOp(node.op) || node.outputs.empty() || node.outputs[0] == kNoTensor)
+      continue;
+    TensorId in = node.inputs[0], out = node.outputs[0];
+    if (g.tensor(out).is_constant())
+      continue;
+    if (g.tensor(in).dtype != g.tensor(out).dtype)
+      return Internal(node.Describe() + " changes the dtype");
+    e.Alias(out, in);
+  }
+
+  // Outputs: the storage of each output's root becomes that output's buffer, unless the root is
+  // an input, a constant or already bound (then a copy kernel writes the output).
+  std::vector<std::pair<TensorId, TensorId>> copies;  // (src, dst)
+  std::vector<TensorId> out_tensor(g.outputs.size());
+  for (size_t j = 0; j < g.outputs.size(); j++) {
+    TensorId o = g.outputs[j];
+    TensorId r = e.Root(o);
+    const Tensor &rt = g.tensor(r);
+    if (rt.is_input || rt.is_constant() || e.io_output.count(r)) {
+      TensorId dst = e.NewTensor(g.tensor(o).name + "_out", g.tensor(o).dtype, e.Dims(o));
+      copies.push_back({o, dst});
+      out_tensor[j] = dst;
+      e.io_output[dst] = static_cast<uint32_t>(j);
+    } else {
+      out_tensor[j] = r;
+      e.io_output[r] = static_cast<uint32_t>(j);
+    }
+  }
+
+  // Lower every node that computes something at run time.
+  for (const Node &node : g.nodes) {
+    bool live = false;
+    for (TensorId t : node.outputs)
+      if (t != kNoTensor && !g.tensor(t).is_constant())
+        live = true;
+    if (!live)
+      continue;
+    for (TensorId t : node.inputs)
+      if (t != kNoTensor && e.Tag(t).empty())
+        return Unsupported(NodeWhere(node) + ": input '" + g.tensor(t).name + "' of type " +
+                           DTypeName(g.tensor(t).dtype));
+    for (TensorId t : node.outputs)
+      if (t != kNoTensor && e.Tag(t).empty())
+        return Unsupported(NodeWhere(node) + ": output '" + g.tensor(t).name + "' of type " +
+                           DTypeName(g.tensor(t).dtype));
+    for (TensorId t : node.outputs)
+      if (t != kNoTensor && !g.tensor(t).shape.IsStatic())
+        return InvalidArgument(NodeWhere(node) + ": output '" + g.tensor(t).name +
+                               "' has no static shape (bind the input shapes)");
+    OP_RETURN_IF_ERROR(LowerNode(e, node));
+  }
+  for (auto [src, dst] : copies) {
+    if (e.Tag(src).empty())
+      return Unsupported("output '" + g.tensor(src).name + "' of type " +
+                         DTypeName(g.tensor(src).dtype));
+    OP_RETURN_IF_ERROR(gen::EmitCopy(e, src, dst, "copy to output '" + g.tensor(src).name + "'"));
+  }
+
+  // Storage: inputs, outputs, weights (each constant packed once), arena (planned).
+  CompiledModel m;
+  m.profile = cl::ProfileName(options.profile);
+  m.precision = PrecisionName(options.precision);
+  m.device_name = options.device_name;
+  m.alignment = static_cast<uint32_t>(options.alignment);
+  std::map<TensorId, uint32_t> input_index;
+  for (size_t i = 0; i < g.inputs.size(); i++) {
+    input_index[g.inputs[i]] = static_cast<uint32_t>(i);
+    const Tensor &t = g.tensor(g.inputs[i]);
+    if (!t.shape.IsStatic())
+      return InvalidArgument("input '" + t.name + "' has shape " + t.shape.ToString() +
+                             ": bind it with --shape " + t.name + "=d0,d1,...");
+    if (e.TagOf(t.dtype, true).empty())
+      return Unsupported("input '" + t.name + "' of type " + DTypeName(t.dtype));
+    m.inputs.push_back({t.name, t.dtype, t.shape.dims, {}});
+  }
+  for (size_t j = 0; j < g.outputs.size(); j++) {
+    const Tensor &t = g.tensor(g.outputs[j]);
+    if (e.TagOf(t.dtype, true).empty())
+      return Unsupported("output '" + t.name + "' of type " + DTypeName(t.dtype));
+    TensorDesc d{t.name, t.dtype, t.shape.dims, {}};
+    if (g.outputs.size() == 1 || t.name == "outputs")
+      d.slices = g.slices;
+    m.outputs.push_back(std::move(d));
+  }
+
+  std::map<TensorId, uint64_t> weight_offset;
+  std::map<TensorId, size_t> arena_index;
+  std::vector<Lifetime> lifetimes;
+  std::vector<TensorId> arena_tensors;
+  for (size_t k = 0; k < e.kernels.size(); k++) {
+    for (const PendingArg &a : e.kernels[k].args) {
+      if (a.kind != PendingArg::Kind::kTensor)
+        continue;
+      TensorId r = e.Root(a.tensor);
+      const Tensor &t = g.tensor(r);
+      if (t.is_input || e.io_output.count(r))
+        continue;
+      if (t.is_constant()) {
+        if (!weight_offset.count(r)) {
+          m.weights.resize((m.weights.size() + options.alignment - 1) / options.alignment *
+                           options.alignment);
+          weight_offset[r] = m.weights.size();
+          PackConstant(t, e.Tag(r), &m.weights);
+        }
+        continue;
+      }
+      auto it = arena_index.find(r);
+      if (it == arena_index.end()) {
+        arena_index[r] = lifetimes.size();
+        uint64_t bytes = static_cast<uint64_t>(Product(t.shape.dims)) * e.StorageBytes(r);
+        lifetimes.push_back({bytes, static_cast<int>(k), static_cast<int>(k)});
+        arena_tensors.push_back(r);
+      } else {
+        Lifetime &l = lifetimes[it->second];
+        l.first = std::min(l.first, static_cast<int>(k));
+        l.last = std::max(l.last, static_cast<int>(k));
+      }
+    }
+  }
+  OP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(lifetimes, options.alignment));
+  m.arena_bytes = plan.arena_bytes;
+  m.intermediate_bytes = plan.total_bytes;
+
+  std::map<std::string, uint32_t> source_index;
+  for (Pending &p : e.kernels) {
+    KernelDesc kd;
+    kd.label = p.label;
+    kd.entry = p.entry;
+    auto [it, fresh] = source_index.emplace(p.source, static_cast<uint32_t>(m.sources.size()));
+    if (fresh)
+      m.sources.push_back(p.source);
+    kd.source = it->second;
+    kd.global = p.global;
+    kd.local = p.local;
+    kd.flops = p.flops;
+    for (const PendingArg &a : p.args) {
+      switch (a.kind) {
+        case PendingArg::Kind::kInt:
+          kd.args.push_back(KernelArg::Int(a.i));
+          continue;
+        case PendingArg::Kind::kFloat:
+          kd.args.push_back(KernelArg::Float(a.f));
+          continue;
+        case PendingArg::Kind::kTensor:
+          break;
+      }
+      TensorId r = e.Root(a.tensor);
+      const Tensor &t = g.tensor(r);
+      BufferRef b;
+      b.element_bytes = e.StorageBytes(r);
+      b.size = static_cast<uint64_t>(Product(t.shape.dims)) * b.element_bytes;
+      if (t.is_input) {
+        b.kind = BufferKind::kInput;
+        b.index = input_index.at(r);
+      } else if (e.io_output.count(r)) {
+        b.kind = BufferKind::kOutput;
+        b.index = e.io_output.at(r);
+      } else if (t.is_constant()) {
+        b.kind = BufferKind::kWeights;
+        b.offset = weight_offset.at(r);
+      } else {
+        b.kind = BufferKind::kArena;
+        b.offset = plan.offsets[arena_index.at(r)];
+      }
+      kd.args.push_back(KernelArg::Buffer(b));
+    }
+    m.kernels.push_back(std::move(kd));
+  }
+  (void)out_tensor;
+  OP_RETURN_IF_ERROR(ValidateModel(m).Prepend("generated model"));
+  return m;
+}
+
+}  // namespace op::nn

@@ -1,0 +1,44 @@
+// Code generation: an optimised, shape-inferred graph → the launch list of a CompiledModel for
+// one device profile (kernels from kernels/*.cl specialised with #defines, their arguments as
+// regions of the arena, weights and I/O buffers), with the memory plan and the packed weights.
+#pragma once
+
+#include <string>
+
+#include "cl/device.h"
+#include "nn/graph.h"
+#include "nn/model_file.h"
+
+namespace op::nn {
+
+enum class Precision { kFp32, kFp16 };
+const char *PrecisionName(Precision p);
+// "fp32" / "fp16"; an error names the string.
+StatusOr<Precision> ParsePrecision(const std::string &s);
+
+struct CodegenOptions {
+  cl::Profile profile = cl::Profile::kCpu;
+  // Storage of float32 tensors in the arena and weights (float16 tensors are always half).
+  Precision precision = Precision::kFp32;
+  // Half buffers read directly as half (cl_khr_fp16) rather than through vload_half.
+  bool fp16_compute = false;
+  // Convolution weights as image2d (adreno with image support).
+  bool image_weights = false;
+  // Arena offsets and weight offsets are aligned to this (the device's base address alignment).
+  uint64_t alignment = 128;
+  std::string device_name;
+};
+
+// The options for a device: the profile from its capability record; fp16 compute only with
+// cl_khr_fp16; image weights on adreno with image support; alignment from
+// CL_DEVICE_MEM_BASE_ADDR_ALIGN.
+CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precision);
+// The options for a named profile ("cpu", "adreno", "amd") without a device: the capabilities
+// such a device is assumed to have (adreno: fp16 and images; amd: neither).
+StatusOr<CodegenOptions> OptionsForProfile(const std::string &profile, Precision precision);
+
+// Lowers `graph` (static shapes; FoldConstants and the fusion passes applied or not) to a
+// compiled model. Unsupported ops or attribute values fail with the node and the reason.
+StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options);
+
+}  // namespace op::nn

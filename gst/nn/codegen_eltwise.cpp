@@ -1,0 +1,749 @@
+// Elementwise kernels and index maps: every op here becomes one launch of kernels/eltwise.cl
+// with a generated body. The per-op expression snippets are the tables below, kept in one place.
+#include <cmath>
+#include <cstdio>
+
+#include "nn/codegen_internal.h"
+
+namespace op::nn::gen {
+namespace {
+
+// --- the snippet tables. $x (and $y for binary ops) are the operands, $a/$b the op's alpha and
+// beta. Float snippets compute in float; integer snippets in long (nullptr: float only).
+struct UnarySnippet {
+  OpKind op;
+  const char *f;
+  const char *i;
+};
+
+const UnarySnippet kUnary[] = {
+    {OpKind::kIdentity, "$x", "$x"},
+    {OpKind::kSqrt, "sqrt($x)", nullptr},
+    {OpKind::kExp, "exp($x)", nullptr},
+    {OpKind::kLog, "log($x)", nullptr},
+    {OpKind::kNeg, "(-$x)", "(-$x)"},
+    {OpKind::kAbs, "fabs($x)", "($x < 0 ? -$x : $x)"},
+    {OpKind::kReciprocal, "(1.0f / $x)", nullptr},
+    {OpKind::kRelu, "($x < 0.0f ? 0.0f : $x)", "($x < 0 ? 0 : $x)"},
+    {OpKind::kLeakyRelu, "nn_leaky_relu($x, $a)", nullptr},
+    {OpKind::kElu, "nn_elu($x, $a)", nullptr},
+    {OpKind::kSigmoid, "nn_sigmoid($x)", nullptr},
+    {OpKind::kHardSigmoid, "nn_hard_sigmoid($x, $a, $b)", nullptr},
+    {OpKind::kHardSwish, "nn_hard_swish($x)", nullptr},
+    {OpKind::kTanh, "tanh($x)", nullptr},
+    {OpKind::kErf, "erf($x)", nullptr},
+    {OpKind::kSoftplus, "nn_softplus($x)", nullptr},
+    {OpKind::kClip, "fmin(fmax($x, $a), $b)", "min(max($x, (long)($a)), (long)($b))"},
+    {OpKind::kFloor, "floor($x)", "$x"},
+    {OpKind::kCeil, "ceil($x)", "$x"},
+    {OpKind::kRound, "nn_round($x)", "$x"},
+    {OpKind::kSign, "nn_sign($x)", "nn_isign($x)"},
+    {OpKind::kSin, "sin($x)", nullptr},
+    {OpKind::kCos, "cos($x)", nullptr},
+    {OpKind::kTan, "tan($x)", nullptr},
+    {OpKind::kAsin, "asin($x)", nullptr},
+    {OpKind::kAcos, "acos($x)", nullptr},
+    {OpKind::kAtan, "atan($x)", nullptr},
+    {OpKind::kSinh, "sinh($x)", nullptr},
+    {OpKind::kCosh, "cosh($x)", nullptr},
+    {OpKind::kAsinh, "asinh($x)", nullptr},
+    {OpKind::kAcosh, "acosh($x)", nullptr},
+    {OpKind::kAtanh, "atanh($x)", nullptr},
+    {OpKind::kSelu, "($x > 0.0f ? $b * $x : $b * $a * (exp($x) - 1.0f))", nullptr},
+    {OpKind::kCelu, "(fmax(0.0f, $x) + fmin(0.0f, $a * (exp($x / $a) - 1.0f)))", nullptr},
+    {OpKind::kSoftsign, "($x / (1.0f + fabs($x)))", nullptr},
+    {OpKind::kThresholdedRelu, "($x > $a ? $x : 0.0f)", nullptr},
+    {OpKind::kShrink, "($x < -$a ? $x + $b : ($x > $a ? $x - $b : 0.0f))",
+     "($x < -$a ? $x + $b : ($x > $a ? $x - $b : 0))"},
+    {OpKind::kNot, nullptr, "(!$x)"},
+    {OpKind::kIsNaN, "isnan($x)", nullptr},
+    {OpKind::kIsInf, "(isinf($x) && ($x > 0.0f ? $a != 0.0f : $b != 0.0f))", nullptr},
+};
+
+struct BinarySnippet {
+  OpKind op;
+  const char *f;
+  const char *i;
+};
+
+const BinarySnippet kBinary[] = {
+    {OpKind::kAdd, "($x + $y)", "($x + $y)"},
+    {OpKind::kSub, "($x - $y)", "($x - $y)"},
+    {OpKind::kMul, "($x * $y)", "($x * $y)"},
+    {OpKind::kDiv, "($x / $y)", "nn_idiv($x, $y)"},
+    {OpKind::kPow, "pow($x, $y)", "(long)rint(pow((float)$x, (float)$y))"},
+    {OpKind::kEqual, "($x == $y)", "($x == $y)"},
+    {OpKind::kLess, "($x < $y)", "($x < $y)"},
+    {OpKind::kGreater, "($x > $y)", "($x > $y)"},
+    {OpKind::kLessOrEqual, "($x <= $y)", "($x <= $y)"},
+    {OpKind::kGreaterOrEqual, "($x >= $y)", "($x >= $y)"},
+    {OpKind::kAnd, nullptr, "($x && $y)"},
+    {OpKind::kOr, nullptr, "($x || $y)"},
+    {OpKind::kXor, nullptr, "(($x != 0) != ($y != 0))"},
+    {OpKind::kPRelu, "($x < 0.0f ? $x * $y : $x)", "($x < 0 ? $x * $y : $x)"},
+    {OpKind::kMin, "fmin($x, $y)", "min($x, $y)"},
+    {OpKind::kMax, "fmax($x, $y)", "max($x, $y)"},
+    {OpKind::kSum, "($x + $y)", "($x + $y)"},
+    {OpKind::kMean, "($x + $y)", "($x + $y)"},
+};
+
+std::string Replace(std::string s, const std::string &from, const std::string &to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+StatusOr<std::string> UnaryExpr(OpKind op, const std::string &x, float a, float b, bool is_float) {
+  for (const UnarySnippet &s : kUnary) {
+    if (s.op != op)
+      continue;
+    const char *t = is_float ? s.f : s.i;
+    if (!t)
+      return Unsupported(std::string(OpName(op)) + " on " + (is_float ? "float" : "integer") +
+                         " tensors");
+    std::string r = Replace(t, "$x", x);
+    r = Replace(r, "$a", FloatLit(a));
+    return Replace(r, "$b", FloatLit(b));
+  }
+  return Unsupported(std::string("elementwise op ") + OpName(op));
+}
+
+StatusOr<std::string> BinaryExpr(OpKind op, const std::string &x, const std::string &y,
+                                 bool is_float, bool fmod) {
+  if (op == OpKind::kMod) {
+    if (is_float)
+      return (fmod ? "fmod(" : "nn_fmod_floor(") + x + ", " + y + ")";
+    return fmod ? "(" + y + " == 0 ? 0 : " + x + " % " + y + ")" : "nn_imod(" + x + ", " + y + ")";
+  }
+  for (const BinarySnippet &s : kBinary) {
+    if (s.op != op)
+      continue;
+    const char *t = is_float ? s.f : s.i;
+    if (!t)
+      return Unsupported(std::string(OpName(op)) + " on " + (is_float ? "float" : "integer") +
+                         " tensors");
+    return Replace(Replace(t, "$x", x), "$y", y);
+  }
+  return Unsupported(std::string("elementwise op ") + OpName(op));
+}
+
+// The alpha and beta of a Unary node's snippet, from its attributes.
+void NodeAlphaBeta(const Node &n, float *a, float *b) {
+  *a = 0.f;
+  *b = 0.f;
+  const Attributes &at = n.attrs;
+  switch (n.op) {
+    case OpKind::kLeakyRelu:
+      *a = at.Float("alpha", 0.01f);
+      break;
+    case OpKind::kElu:
+    case OpKind::kCelu:
+    case OpKind::kThresholdedRelu:
+      *a = at.Float("alpha", 1.0f);
+      break;
+    case OpKind::kHardSigmoid:
+      *a = at.Float("alpha", 0.2f);
+      *b = at.Float("beta", 0.5f);
+      break;
+    case OpKind::kClip:
+      *a = at.Float("min", -INFINITY);
+      *b = at.Float("max", INFINITY);
+      break;
+    case OpKind::kSelu:
+      *a = at.Float("alpha", 1.67326319217681884765625f);
+      *b = at.Float("gamma", 1.05070102214813232421875f);
+      break;
+    case OpKind::kShrink:
+      *a = at.Float("lambd", 0.5f);
+      *b = at.Float("bias", 0.0f);
+      break;
+    case OpKind::kIsInf:
+      *a = static_cast<float>(at.Int("detect_positive", 1));
+      *b = static_cast<float>(at.Int("detect_negative", 1));
+      break;
+    default:
+      break;
+  }
+}
+
+bool IsFloatTag(const std::string &tag) {
+  return tag == "f32" || tag == "f16" || tag == "h16";
+}
+
+// One launch of eltwise.cl: an iteration space, inputs, one output, and a body that may use
+// `i` (the linear index), c0.. (its coordinates in `space`), IN(k, index) and the output.
+struct MapKernel {
+  std::vector<int64_t> space;
+  std::vector<TensorId> inputs;
+  TensorId output = kNoTensor;
+  std::string body;
+  uint64_t flops = 0;
+};
+
+std::string In(const Emitter &e, const MapKernel &m, size_t k, const std::string &index) {
+  return "LOAD(" + e.Tag(m.inputs[k]) + ", in" + std::to_string(k) + ", in" + std::to_string(k) +
+         "_off + (" + index + "))";
+}
+
+std::string Out(const Emitter &e, const MapKernel &m, const std::string &index,
+                const std::string &value) {
+  return "STORE(" + e.Tag(m.output) + ", out0, out0_off + (" + index + "), " + value + ");";
+}
+
+Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
+  int64_t n = Product(m.space);
+  if (n == 0)
+    return Status::Ok();
+  std::string params;
+  for (size_t k = 0; k < m.inputs.size(); k++)
+    params += "__global const STYPE(" + e.Tag(m.inputs[k]) + ") *in" + std::to_string(k) +
+              ", uint in" + std::to_string(k) + "_off, ";
+  params += "__global STYPE(" + e.Tag(m.output) + ") *out0, uint out0_off";
+  std::string body = "{ ";
+  for (size_t d = 0; d < m.space.size(); d++)
+    body += "const uint c" + std::to_string(d) + " = " + CoordExpr(m.space, d, "i") + "; ";
+  body += m.body + " }";
+  Defines defs;
+  defs.Def("ELT_PARAMS", params).Int("ELT_N", n).Def("ELT_BODY", body);
+  Pending k;
+  k.label = label;
+  k.entry = "eltwise";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("eltwise", defs));
+  uint64_t local = 64;
+  k.global = {(static_cast<uint64_t>(n) + local - 1) / local * local};
+  k.local = {local};
+  for (TensorId t : m.inputs) {
+    PendingArg a;
+    a.kind = PendingArg::Kind::kTensor;
+    a.tensor = t;
+    k.args.push_back(a);
+  }
+  PendingArg o;
+  o.kind = PendingArg::Kind::kTensor;
+  o.tensor = m.output;
+  k.args.push_back(o);
+  k.writes = {m.output};
+  k.flops = m.flops;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+// The linear index of coordinates given as expressions, with row-major strides of `dims`.
+std::string Linear(const std::vector<std::string> &coords, const std::vector<int64_t> &dims) {
+  std::string s = "0";
+  int64_t stride = 1;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (dims[d] != 1)
+      s += " + (" + coords[d] + ") * " + std::to_string(stride);
+    stride *= dims[d];
+  }
+  return s;
+}
+
+std::string C(size_t d) {
+  return "c" + std::to_string(d);
+}
+
+std::string ValueOf(const Emitter &e, const MapKernel &m, size_t k, bool as_float,
+                    const std::vector<int64_t> &out) {
+  std::string v = In(e, m, k, BroadcastIndex(out, e.Dims(m.inputs[k]), "i"));
+  return as_float ? "(float)" + v : "(long)" + v;
+}
+
+Status LowerMath(Emitter &e, const Node &node) {
+  TensorId y = node.outputs[0];
+  MapKernel m;
+  m.space = e.Dims(y);
+  m.output = y;
+  int64_t n = Product(m.space);
+  const std::string label = node.Describe();
+  switch (ClassOf(node.op)) {
+    case OpClass::kUnary: {
+      TensorId x = node.inputs[0];
+      bool fl = IsFloatTag(e.Tag(x));
+      m.inputs = {x};
+      float a, b;
+      NodeAlphaBeta(node, &a, &b);
+      std::string xv = ValueOf(e, m, 0, fl, m.space);
+      std::string expr;
+      if (node.op == OpKind::kClip && (node.input(1) != kNoTensor || node.input(2) != kNoTensor)) {
+        // Clip with tensor bounds that folding could not turn into attributes.
+        std::string v = xv;
+        if (node.input(1) != kNoTensor) {
+          m.inputs.push_back(node.input(1));
+          std::string lo = In(e, m, m.inputs.size() - 1, "0");
+          v = fl ? "fmax(" + v + ", (float)" + lo + ")" : "max(" + v + ", (long)" + lo + ")";
+        }
+        if (node.input(2) != kNoTensor) {
+          m.inputs.push_back(node.input(2));
+          std::string hi = In(e, m, m.inputs.size() - 1, "0");
+          v = fl ? "fmin(" + v + ", (float)" + hi + ")" : "min(" + v + ", (long)" + hi + ")";
+        }
+        expr = v;
+      } else {
+        OP_ASSIGN_OR_RETURN(expr, UnaryExpr(node.op, "v0", a, b, fl));
+        expr = "(" + expr + ")";
+        m.body = std::string(fl ? "const float" : "const long") + " v0 = " + xv + "; ";
+      }
+      m.body += Out(e, m, "i", expr);
+      m.flops = static_cast<uint64_t>(n);
+      return EmitMap(e, m, label);
+    }
+    case OpClass::kBinary:
+    case OpClass::kVariadic: {
+      bool fl = false;
+      for (TensorId t : node.inputs)
+        if (t != kNoTensor && IsFloatTag(e.Tag(t)))
+          fl = true;
+      for (TensorId t : node.inputs)
+        if (t != kNoTensor)
+          m.inputs.push_back(t);
+      if (m.inputs.empty())
+        return InvalidArgument(label + " has no inputs");
+      std::string ty = fl ? "float" : "long";
+      for (size_t k = 0; k < m.inputs.size(); k++)
+        m.body +=
+            "const " + ty + " v" + std::to_string(k) + " = " + ValueOf(e, m, k, fl, m.space) + "; ";
+      std::string acc = "v0";
+      bool fmod = node.attrs.Int("fmod", 0) != 0;
+      for (size_t k = 1; k < m.inputs.size(); k++) {
+        OP_ASSIGN_OR_RETURN(acc, BinaryExpr(node.op, acc, "v" + std::to_string(k), fl, fmod));
+      }
+      if (node.op == OpKind::kMean)
+        acc =
+            "(" + acc + ") / " + (fl ? FloatLit(m.inputs.size()) : std::to_string(m.inputs.size()));
+      m.body += Out(e, m, "i", acc);
+      m.flops = static_cast<uint64_t>(n) * (m.inputs.size() > 1 ? m.inputs.size() - 1 : 1);
+      return EmitMap(e, m, label);
+    }
+    case OpClass::kOther:
+    case OpClass::kFused:
+      break;
+  }
+  return Internal(label + " is not elementwise");
+}
+
+Status LowerChain(Emitter &e, const Node &node) {
+  TensorId y = node.outputs[0];
+  MapKernel m;
+  m.space = e.Dims(y);
+  m.output = y;
+  m.inputs = node.inputs;
+  for (TensorId t : m.inputs)
+    if (t == kNoTensor)
+      return InvalidArgument(node.Describe() + " has an absent input");
+  for (size_t k = 0; k < m.inputs.size(); k++)
+    m.body += "const float x" + std::to_string(k) + " = " + ValueOf(e, m, k, true, m.space) + "; ";
+  auto ops = node.attrs.Strings("ops");
+  auto operand = node.attrs.Ints("operand");
+  auto swap = node.attrs.Ints("swap");
+  auto alpha = node.attrs.Floats("step_alpha");
+  auto beta = node.attrs.Floats("step_beta");
+  if (operand.size() != ops.size() || swap.size() != ops.size() || alpha.size() != ops.size() ||
+      beta.size() != ops.size())
+    return InvalidArgument(node.Describe() + ": step attribute lists differ in length");
+  m.body += "float v = x0; ";
+  for (size_t s = 0; s < ops.size(); s++) {
+    OpKind op;
+    if (!OpFromName(ops[s], &op))
+      return Unsupported(node.Describe() + ": chain step " + ops[s]);
+    std::string expr;
+    if (ClassOf(op) == OpClass::kUnary) {
+      OP_ASSIGN_OR_RETURN(expr, UnaryExpr(op, "v", alpha[s], beta[s], true));
+    } else {
+      std::string other;
+      if (operand[s] < 0)
+        other = FloatLit(alpha[s]);
+      else if (static_cast<size_t>(operand[s]) < m.inputs.size())
+        other = "x" + std::to_string(operand[s]);
+      else
+        return InvalidArgument(node.Describe() + ": chain step " + std::to_string(s) +
+                               " refers to input " + std::to_string(operand[s]));
+      OP_ASSIGN_OR_RETURN(expr, swap[s] ? BinaryExpr(op, other, "v", true, false)
+                                        : BinaryExpr(op, "v", other, true, false));
+    }
+    m.body += "v = " + expr + "; ";
+  }
+  m.body += Out(e, m, "i", "v");
+  m.flops = static_cast<uint64_t>(Product(m.space)) * ops.size();
+  return EmitMap(e, m, node.Describe());
+}
+
+}  // namespace
+
+StatusOr<std::string> ActivationExpr(const std::string &name, float alpha, float beta,
+                                     const std::string &x) {
+  if (name.empty())
+    return x;
+  OpKind op;
+  if (!OpFromName(name, &op) || ClassOf(op) != OpClass::kUnary)
+    return Unsupported("fused activation '" + name + "'");
+  return UnaryExpr(op, x, alpha, beta, true);
+}
+
+StatusOr<std::string> FusedActivation(const Node &node) {
+  return ActivationExpr(node.attrs.String("activation"), node.attrs.Float("activation_alpha"),
+                        node.attrs.Float("activation_beta"), "(x)");
+}
+
+Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label) {
+  MapKernel m;
+  m.space = e.Dims(dst);
+  m.inputs = {src};
+  m.output = dst;
+  m.body = Out(e, m, "i", In(e, m, 0, "i"));
+  return EmitMap(e, m, label);
+}
+
+Status EmitAddActivation(Emitter &e, TensorId a, TensorId b, TensorId dst, const std::string &act,
+                         bool act_after_add, const std::string &label) {
+  MapKernel m;
+  m.space = e.Dims(dst);
+  m.inputs = {a, b};
+  m.output = dst;
+  std::string va = ValueOf(e, m, 0, true, m.space), vb = ValueOf(e, m, 1, true, m.space);
+  std::string expr = act_after_add ? Replace(act, "(x)", "(" + va + " + " + vb + ")")
+                                   : "(" + Replace(act, "(x)", "(" + va + ")") + " + " + vb + ")";
+  m.body = Out(e, m, "i", expr);
+  m.flops = static_cast<uint64_t>(Product(m.space)) * 2;
+  return EmitMap(e, m, label);
+}
+
+Status LowerElementwise(Emitter &e, const Node &node) {
+  switch (node.op) {
+    case OpKind::kElementwiseChain:
+      return LowerChain(e, node);
+    case OpKind::kCast:
+    case OpKind::kCastLike:
+      return EmitCopy(e, node.inputs[0], node.outputs[0], node.Describe());
+    case OpKind::kWhere: {
+      MapKernel m;
+      m.output = node.outputs[0];
+      m.space = e.Dims(m.output);
+      m.inputs = {node.inputs[0], node.inputs[1], node.inputs[2]};
+      auto at = [&](size_t k) {
+        return In(e, m, k, BroadcastIndex(m.space, e.Dims(m.inputs[k]), "i"));
+      };
+      m.body = Out(e, m, "i", "(" + at(0) + " ? " + at(1) + " : " + at(2) + ")");
+      return EmitMap(e, m, node.Describe());
+    }
+    case OpKind::kBatchNormalization: {
+      for (size_t o = 1; o < node.outputs.size(); o++)
+        if (node.outputs[o] != kNoTensor)
+          return Unsupported(NodeWhere(node) + ": training outputs of BatchNormalization");
+      MapKernel m;
+      m.output = node.outputs[0];
+      m.space = e.Dims(m.output);
+      m.inputs = {node.inputs[0], node.inputs[1], node.inputs[2], node.inputs[3], node.inputs[4]};
+      if (m.space.size() < 2)
+        return Unsupported(NodeWhere(node) + ": input of rank < 2");
+      float eps = node.attrs.Float("epsilon", 1e-5f);
+      auto ch = [&](size_t k) { return "(float)" + In(e, m, k, "c1"); };
+      m.body = Out(e, m, "i",
+                   "((float)" + In(e, m, 0, "i") + " - " + ch(3) + ") / sqrt(" + ch(4) + " + " +
+                       FloatLit(eps) + ") * " + ch(1) + " + " + ch(2));
+      m.flops = static_cast<uint64_t>(Product(m.space)) * 4;
+      return EmitMap(e, m, node.Describe());
+    }
+    default:
+      return LowerMath(e, node);
+  }
+}
+
+Status LowerLayout(Emitter &e, const Node &node) {
+  const std::string label = node.Describe();
+  MapKernel m;
+  m.output = node.outputs.empty() ? kNoTensor : node.outputs[0];
+  if (m.output != kNoTensor)
+    m.space = e.Dims(m.output);
+  TensorId x = node.input(0);
+  const std::vector<int64_t> in = x != kNoTensor ? e.Dims(x) : std::vector<int64_t>{};
+  const std::vector<int64_t> in_strides = Strides(Shape(in));
+  size_t r = m.space.size();
+  std::vector<std::string> coords;
+  for (size_t d = 0; d < r; d++)
+    coords.push_back(C(d));
+  auto ints_of = [&](TensorId t, const char *what) -> StatusOr<std::vector<int64_t>> {
+    if (t == kNoTensor || !e.T(t).is_constant())
+      return Unsupported(NodeWhere(node) + ": " + what + " must be constant");
+    return ConstantInts(e.T(t));
+  };
+
+  switch (node.op) {
+    case OpKind::kTranspose: {
+      std::vector<int64_t> perm = node.attrs.Ints("perm");
+      if (perm.empty())
+        for (size_t d = r; d-- > 0;)
+          perm.push_back(static_cast<int64_t>(d));
+      if (perm.size() != r)
+        return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
+      std::string idx = "0";
+      for (size_t d = 0; d < r; d++)
+        idx += " + " + C(d) + " * " + std::to_string(in_strides[static_cast<size_t>(perm[d])]);
+      m.inputs = {x};
+      m.body = Out(e, m, "i", In(e, m, 0, idx));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kExpand:
+    case OpKind::kIdentity: {
+      m.inputs = {x};
+      m.body = Out(e, m, "i", In(e, m, 0, BroadcastIndex(m.space, in, "i")));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kTile: {
+      std::string idx = "0";
+      for (size_t d = 0; d < r; d++)
+        idx +=
+            " + (" + C(d) + " % " + std::to_string(in[d]) + ") * " + std::to_string(in_strides[d]);
+      m.inputs = {x};
+      m.body = Out(e, m, "i", In(e, m, 0, idx));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kSlice: {
+      std::vector<int64_t> starts, axes, steps;
+      if (node.opset < 10) {
+        starts = node.attrs.Ints("starts");
+        axes = node.attrs.Ints("axes");
+      } else {
+        OP_ASSIGN_OR_RETURN(starts, ints_of(node.input(1), "starts"));
+        if (node.input(3) != kNoTensor) {
+          OP_ASSIGN_OR_RETURN(axes, ints_of(node.input(3), "axes"));
+        }
+        if (node.input(4) != kNoTensor) {
+          OP_ASSIGN_OR_RETURN(steps, ints_of(node.input(4), "steps"));
+        }
+      }
+      if (axes.empty())
+        for (size_t j = 0; j < starts.size(); j++)
+          axes.push_back(static_cast<int64_t>(j));
+      if (steps.empty())
+        steps.assign(starts.size(), 1);
+      if (axes.size() != starts.size() || steps.size() != starts.size())
+        return InvalidArgument(label + ": starts, axes and steps differ in length");
+      std::vector<int64_t> start(r, 0), step(r, 1);
+      for (size_t j = 0; j < starts.size(); j++) {
+        OP_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[j], static_cast<int64_t>(r)));
+        int64_t dim = in[static_cast<size_t>(a)], s = starts[j], st = steps[j];
+        if (st == 0)
+          return InvalidArgument(label + ": step 0");
+        if (s < 0)
+          s += dim;
+        s = st > 0 ? std::min(std::max<int64_t>(s, 0), dim)
+                   : std::min(std::max<int64_t>(s, 0), dim - 1);
+        start[static_cast<size_t>(a)] = s;
+        step[static_cast<size_t>(a)] = st;
+      }
+      std::string idx = "0";
+      for (size_t d = 0; d < r; d++)
+        idx += " + (" + std::to_string(start[d]) + " + (int)" + C(d) + " * " +
+               std::to_string(step[d]) + ") * " + std::to_string(in_strides[d]);
+      m.inputs = {x};
+      m.body = Out(e, m, "i", In(e, m, 0, idx));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kPad: {
+      std::vector<int64_t> pads;
+      std::string mode = node.attrs.String("mode", "constant");
+      std::string value;
+      bool fl = IsFloatTag(e.Tag(x));
+      m.inputs = {x};
+      if (node.opset < 11) {
+        pads = node.attrs.Ints("pads");
+        value = fl ? FloatLit(node.attrs.Float("value", 0.f))
+                   : std::to_string(static_cast<int64_t>(node.attrs.Float("value", 0.f)));
+      } else {
+        OP_ASSIGN_OR_RETURN(pads, ints_of(node.input(1), "pads"));
+        if (node.input(3) != kNoTensor)
+          return Unsupported(NodeWhere(node) + ": Pad with axes");
+        value = fl ? "0.0f" : "0";
+        if (node.input(2) != kNoTensor) {
+          m.inputs.push_back(node.input(2));
+          value = In(e, m, 1, "0");
+        }
+      }
+      if (pads.size() != 2 * r)
+        return InvalidArgument(label + ": " + std::to_string(pads.size()) + " pads for rank " +
+                               std::to_string(r));
+      std::string decl, inside = "1", idx = "0";
+      for (size_t d = 0; d < r; d++) {
+        std::string s = "s" + std::to_string(d), dim = std::to_string(in[d]);
+        decl += "int " + s + " = (int)" + C(d) + " - " + std::to_string(pads[d]) + "; ";
+        if (mode == "edge") {
+          decl += s + " = clamp(" + s + ", 0, " + dim + " - 1); ";
+        } else if (mode == "reflect") {
+          if (in[d] > 1)
+            decl += "if (" + s + " < 0) " + s + " = -" + s + "; if (" + s + " >= " + dim + ") " +
+                    s + " = 2 * (" + dim + " - 1) - " + s + "; " + s + " = clamp(" + s + ", 0, " +
+                    dim + " - 1); ";
+          else
+            decl += s + " = 0; ";
+        } else if (mode == "constant") {
+          inside += " && " + s + " >= 0 && " + s + " < " + dim;
+        } else {
+          return Unsupported(NodeWhere(node) + ": Pad mode '" + mode + "'");
+        }
+        idx += " + " + s + " * " + std::to_string(in_strides[d]);
+      }
+      m.body = decl + Out(e, m, "i", "(" + inside + ") ? " + In(e, m, 0, idx) + " : " + value);
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kConcat: {
+      OP_ASSIGN_OR_RETURN(int64_t axis,
+                          NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(r)));
+      const std::vector<int64_t> out_strides = Strides(Shape(m.space));
+      int64_t offset = 0;
+      for (TensorId t : node.inputs) {
+        if (t == kNoTensor)
+          continue;
+        MapKernel p;
+        p.output = m.output;
+        p.space = e.Dims(t);
+        p.inputs = {t};
+        std::string idx = std::to_string(offset * out_strides[static_cast<size_t>(axis)]);
+        for (size_t d = 0; d < r; d++)
+          idx += " + " + C(d) + " * " + std::to_string(out_strides[d]);
+        p.body = Out(e, p, idx, In(e, p, 0, "i"));
+        OP_RETURN_IF_ERROR(EmitMap(e, p, label));
+        offset += p.space[static_cast<size_t>(axis)];
+      }
+      return Status::Ok();
+    }
+    case OpKind::kSplit: {
+      OP_ASSIGN_OR_RETURN(
+          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+      int64_t offset = 0;
+      for (TensorId t : node.outputs) {
+        if (t == kNoTensor)
+          continue;
+        MapKernel p;
+        p.output = t;
+        p.space = e.Dims(t);
+        p.inputs = {x};
+        std::string idx = std::to_string(offset * in_strides[static_cast<size_t>(axis)]);
+        for (size_t d = 0; d < p.space.size(); d++)
+          idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
+        p.body = Out(e, p, "i", In(e, p, 0, idx));
+        OP_RETURN_IF_ERROR(EmitMap(e, p, label));
+        offset += p.space[static_cast<size_t>(axis)];
+      }
+      return Status::Ok();
+    }
+    case OpKind::kGather: {
+      TensorId ind = node.inputs[1];
+      const auto &idims = e.Dims(ind);
+      size_t q = idims.size();
+      OP_ASSIGN_OR_RETURN(
+          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+      size_t ax = static_cast<size_t>(axis);
+      std::vector<std::string> ic(coords.begin() + static_cast<long>(ax),
+                                  coords.begin() + static_cast<long>(ax + q));
+      m.inputs = {x, ind};
+      std::string dim = std::to_string(in[ax]);
+      std::string body = "long j = " + In(e, m, 1, Linear(ic, idims)) + "; if (j < 0) j += " + dim +
+                         "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
+      std::string idx = "0";
+      for (size_t d = 0; d < ax; d++)
+        idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
+      idx += " + (uint)j * " + std::to_string(in_strides[ax]);
+      for (size_t d = ax + 1; d < in.size(); d++)
+        idx += " + " + C(d + q - 1) + " * " + std::to_string(in_strides[d]);
+      m.body = body + Out(e, m, "i", In(e, m, 0, idx));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kGatherElements: {
+      TensorId ind = node.inputs[1];
+      OP_ASSIGN_OR_RETURN(
+          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+      size_t ax = static_cast<size_t>(axis);
+      m.inputs = {x, ind};
+      std::string dim = std::to_string(in[ax]);
+      std::string body = "long j = " + In(e, m, 1, "i") + "; if (j < 0) j += " + dim +
+                         "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
+      std::string idx = "0";
+      for (size_t d = 0; d < in.size(); d++)
+        idx += " + " + (d == ax ? std::string("(uint)j") : C(d)) + " * " +
+               std::to_string(in_strides[d]);
+      m.body = body + Out(e, m, "i", In(e, m, 0, idx));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kDepthToSpace:
+    case OpKind::kSpaceToDepth: {
+      if (r != 4)
+        return Unsupported(NodeWhere(node) + ": rank " + std::to_string(r));
+      int64_t b = node.attrs.Int("blocksize", 0);
+      if (b <= 0)
+        return InvalidArgument(label + ": blocksize " + std::to_string(b));
+      std::string B = std::to_string(b), Cin = std::to_string(in[1]);
+      std::string H = std::to_string(in[2]), W = std::to_string(in[3]);
+      std::string ic, ih, iw;
+      if (node.op == OpKind::kDepthToSpace) {
+        std::string Cout = std::to_string(m.space[1]);
+        std::string bh = "(c2 % " + B + ")", bw = "(c3 % " + B + ")";
+        ic = node.attrs.String("mode", "DCR") == "CRD"
+                 ? "(c1 * " + B + " * " + B + " + " + bh + " * " + B + " + " + bw + ")"
+                 : "((" + bh + " * " + B + " + " + bw + ") * " + Cout + " + c1)";
+        ih = "(c2 / " + B + ")";
+        iw = "(c3 / " + B + ")";
+      } else {
+        ic = "(c1 % " + Cin + ")";
+        ih = "(c2 * " + B + " + c1 / (" + Cin + " * " + B + "))";
+        iw = "(c3 * " + B + " + (c1 / " + Cin + ") % " + B + ")";
+      }
+      m.inputs = {x};
+      m.body =
+          Out(e, m, "i",
+              In(e, m, 0,
+                 "((c0 * " + Cin + " + " + ic + ") * " + H + " + " + ih + ") * " + W + " + " + iw));
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kTrilu: {
+      if (r < 2)
+        return InvalidArgument(label + ": rank " + std::to_string(r));
+      int64_t k = 0;
+      if (node.input(1) != kNoTensor) {
+        OP_ASSIGN_OR_RETURN(auto kv, ints_of(node.input(1), "k"));
+        if (!kv.empty())
+          k = kv[0];
+      }
+      bool upper = node.attrs.Int("upper", 1) != 0;
+      std::string diff = "((long)" + C(r - 1) + " - (long)" + C(r - 2) + ")";
+      std::string keep = diff + (upper ? " >= " : " <= ") + std::to_string(k);
+      m.inputs = {x};
+      m.body = Out(e, m, "i", "(" + keep + ") ? " + In(e, m, 0, "i") + " : 0");
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kCumSum: {
+      OP_ASSIGN_OR_RETURN(auto av, ints_of(node.input(1), "axis"));
+      if (av.empty())
+        return InvalidArgument(label + ": empty axis");
+      OP_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(av[0], static_cast<int64_t>(r)));
+      size_t ax = static_cast<size_t>(axis);
+      bool excl = node.attrs.Int("exclusive", 0) != 0, rev = node.attrs.Int("reverse", 0) != 0;
+      bool fl = IsFloatTag(e.Tag(x));
+      m.inputs = {x};
+      std::string c = C(ax), st = std::to_string(in_strides[ax]), n = std::to_string(in[ax]);
+      std::string lo = rev ? (excl ? "(int)" + c + " + 1" : "(int)" + c) : "0";
+      std::string hi = rev ? n : (excl ? "(int)" + c : "(int)" + c + " + 1");
+      m.body = std::string(fl ? "float" : "long") + " acc = 0; const int base = (int)i - (int)" +
+               c + " * " + st + "; for (int j = " + lo + "; j < " + hi +
+               "; j++) acc += " + In(e, m, 0, "base + j * " + st) + "; " + Out(e, m, "i", "acc");
+      return EmitMap(e, m, label);
+    }
+    case OpKind::kDropout: {
+      // Output 0 aliases the input (no kernel); the mask, if used, is all true.
+      if (node.outputs.size() > 1 && node.outputs[1] != kNoTensor) {
+        MapKernel mk;
+        mk.output = node.outputs[1];
+        mk.space = e.Dims(mk.output);
+        mk.body = Out(e, mk, "i", "1");
+        return EmitMap(e, mk, label);
+      }
+      return Status::Ok();
+    }
+    default:
+      break;
+  }
+  return Internal(label + " is not an index map");
+}
+
+}  // namespace op::nn::gen

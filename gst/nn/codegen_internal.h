@@ -1,0 +1,109 @@
+// Code generation internals shared by codegen.cpp (driver, plan, compute kernels) and
+// codegen_eltwise.cpp (the snippet table, elementwise kernels and index maps).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/codegen.h"
+
+namespace op::nn::gen {
+
+// A kernel argument before the memory plan: tensors are still ids.
+struct PendingArg {
+  enum class Kind { kTensor, kInt, kFloat } kind = Kind::kInt;
+  TensorId tensor = kNoTensor;
+  int32_t i = 0;
+  float f = 0.f;
+};
+
+struct Pending {
+  std::string label;
+  std::string entry;
+  std::string source;  // the #define block followed by the template
+  std::vector<uint64_t> global;
+  std::vector<uint64_t> local;
+  std::vector<PendingArg> args;  // tensors expand to (buffer, element offset)
+  std::vector<TensorId> writes;  // tensors the kernel writes (the others are read)
+  uint64_t flops = 0;
+};
+
+// A #define block ahead of a template.
+class Defines {
+ public:
+  Defines &Def(const std::string &name, const std::string &value);
+  Defines &Int(const std::string &name, int64_t value);
+  Defines &Flt(const std::string &name, double value);
+  const std::string &text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// A float literal that round-trips ("1.5f", "-INFINITY", "NAN").
+std::string FloatLit(double v);
+
+class Emitter {
+ public:
+  Emitter(const Graph &graph, const CodegenOptions &options);
+
+  Graph graph;  // a working copy: code generation may add tensors (copies, temporaries)
+  const CodegenOptions &opt;
+  std::vector<TensorId> alias;  // alias[t]: the tensor whose storage t shares (t itself if none)
+  std::vector<Pending> kernels;
+  // Tensors whose storage is an output buffer: tensor → output index.
+  std::map<TensorId, uint32_t> io_output;
+
+  const Tensor &T(TensorId t) const { return graph.tensor(t); }
+  const std::vector<int64_t> &Dims(TensorId t) const { return graph.tensor(t).shape.dims; }
+  TensorId Root(TensorId t) const;
+  // `out` shares the storage of `in` (Reshape and friends); no kernel.
+  void Alias(TensorId out, TensorId in) { alias[out] = Root(in); }
+  // A new intermediate tensor (for epilogues that cannot be fused).
+  TensorId NewTensor(const std::string &name, DType dtype, std::vector<int64_t> dims);
+
+  // Storage tag of a tensor ("f32", "f16", "h16", "i64", ...) and its element size.
+  std::string Tag(TensorId t) const;
+  uint32_t StorageBytes(TensorId t) const;
+  // Storage tag of a dtype when kept in the arena or weights.
+  std::string TagOf(DType dtype, bool io) const;
+  bool IsIo(TensorId t) const;
+
+  // `defines` followed by the embedded template `name` (kernels/NAME.cl).
+  StatusOr<std::string> Source(const char *name, const Defines &defines) const;
+  void Emit(Pending k) { kernels.push_back(std::move(k)); }
+};
+
+// Index expressions over a linear index variable `lin` of a tensor with dims `dims`.
+// The coordinate d of `lin`.
+std::string CoordExpr(const std::vector<int64_t> &dims, size_t d, const std::string &lin);
+// The index into a tensor of dims `in` (numpy-broadcast to `out`) of output element `lin`.
+std::string BroadcastIndex(const std::vector<int64_t> &out, const std::vector<int64_t> &in,
+                           const std::string &lin);
+int64_t Product(const std::vector<int64_t> &dims, size_t from = 0,
+                size_t to = static_cast<size_t>(-1));
+
+// The expression of a Unary op (or activation name) applied to float expression `x`;
+// Unsupported for names it does not know.
+StatusOr<std::string> ActivationExpr(const std::string &op, float alpha, float beta,
+                                     const std::string &x);
+// The `#define ACT(x) ...` value for the fused activation attributes of a node.
+StatusOr<std::string> FusedActivation(const Node &node);
+
+// Elementwise ops, Cast, Where, BatchNormalization, ElementwiseChain.
+Status LowerElementwise(Emitter &e, const Node &node);
+// Index maps: Transpose, Slice, Pad, Tile, Expand, Concat, Split, Gather, GatherElements,
+// DepthToSpace, SpaceToDepth, Trilu, CumSum, Dropout's mask.
+Status LowerLayout(Emitter &e, const Node &node);
+// dst = src (same element count), converting between their storage tags.
+Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label);
+// dst = a + b (broadcast), with an optional activation applied before or after the add: the
+// epilogue of a fused node whose residual the compute kernel could not take.
+Status EmitAddActivation(Emitter &e, TensorId a, TensorId b, TensorId dst, const std::string &act,
+                         bool act_after_add, const std::string &label);
+
+// "Conv 'name' (opset 13)": how generation errors name a node.
+std::string NodeWhere(const Node &node);
+
+}  // namespace op::nn::gen

@@ -1,0 +1,133 @@
+#include "nn/compiler.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cl/program_cache.h"
+#include "nn/onnx_import.h"
+#include "nn/passes.h"
+
+namespace op::nn {
+namespace {
+
+StatusOr<std::string> ReadAll(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return NotFound(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void MakeDirs(const std::string &path) {
+  for (size_t pos = 1; pos <= path.size(); pos++)
+    if (pos == path.size() || path[pos] == '/')
+      mkdir(path.substr(0, pos).c_str(), 0755);
+}
+
+std::string Hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Everything besides the model bytes that changes the compiled result.
+std::string OptionsKey(const CodegenOptions &c, const CompileOptions &o) {
+  std::string k = std::string(cl::ProfileName(c.profile)) + "|" + PrecisionName(c.precision) + "|" +
+                  (c.fp16_compute ? "h" : "-") + (c.image_weights ? "i" : "-") + "|" +
+                  std::to_string(c.alignment) + "|" + (o.fuse ? "fuse" : "nofuse");
+  for (const auto &[name, shape] : o.shapes)
+    k += "|" + name + "=" + shape.ToString();
+  return k;
+}
+
+std::string BaseName(const std::string &path) {
+  size_t s = path.find_last_of('/');
+  return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+}  // namespace
+
+std::string ModelCacheDir() {
+  const char *xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg)
+    return std::string(xdg) + "/gst-op/models";
+  const char *home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/gst-op/models";
+}
+
+StatusOr<CompiledModel> CompileGraph(Graph graph, const CodegenOptions &codegen,
+                                     const CompileOptions &options, uint64_t hash) {
+  OP_RETURN_IF_ERROR(InferShapes(graph, options.shapes));
+  OptimizeOptions opt;
+  opt.fuse = options.fuse;
+  OP_RETURN_IF_ERROR(OptimizeGraph(graph, opt));
+  OP_ASSIGN_OR_RETURN(CompiledModel m, GenerateCode(graph, codegen));
+  m.source_hash = hash;
+  return m;
+}
+
+StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOptions &codegen,
+                                        const CompileOptions &options) {
+  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  OP_ASSIGN_OR_RETURN(Graph g, ImportOnnxFile(path));
+  uint64_t hash = cl::Fnv1a64(bytes);
+  auto m = CompileGraph(std::move(g), codegen, options, hash);
+  if (!m.ok())
+    return Status(m.status()).Prepend(path);
+  m->source_name = BaseName(path);
+  return m;
+}
+
+StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device &device,
+                                      const CompileOptions &options, LoadInfo *info) {
+  LoadInfo local;
+  if (!info)
+    info = &local;
+  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  if (LooksLikeModelFile(bytes))
+    return ParseModel(bytes, path);
+
+  CodegenOptions codegen = OptionsForDevice(device.caps(), options.precision);
+  if (!options.profile.empty()) {
+    OP_ASSIGN_OR_RETURN(CodegenOptions named,
+                        OptionsForProfile(options.profile, options.precision));
+    named.alignment = codegen.alignment;
+    named.device_name = codegen.device_name;
+    if (named.fp16_compute && !device.caps().fp16)
+      named.fp16_compute = false;  // half arithmetic needs cl_khr_fp16; storage alone does not
+    if (named.image_weights && !device.caps().images)
+      named.image_weights = false;
+    codegen = named;
+  }
+  const cl::Capabilities &caps = device.caps();
+  uint64_t key = cl::Fnv1a64(bytes);
+  key = cl::Fnv1a64(OptionsKey(codegen, options), key);
+  key =
+      cl::Fnv1a64(caps.device_name + "|" + caps.driver_version + "|" + caps.platform_version, key);
+  std::string dir = options.cache_dir.empty() ? ModelCacheDir() : options.cache_dir;
+  bool use_cache = options.cache_dir != "none";
+  std::string cached = dir + "/" + Hex(key) + ".opm";
+  info->cache_path = use_cache ? cached : "";
+  if (use_cache) {
+    auto hit = ReadModelFile(cached);
+    if (hit.ok()) {
+      info->from_cache = true;
+      return hit;
+    }
+  }
+  OP_ASSIGN_OR_RETURN(CompiledModel m, CompileOnnxFile(path, codegen, options));
+  info->compiled = true;
+  if (use_cache) {
+    MakeDirs(dir);
+    // A cache that cannot be written costs a recompilation next time, nothing more.
+    (void)WriteModelFile(m, cached);
+  }
+  return m;
+}
+
+}  // namespace op::nn

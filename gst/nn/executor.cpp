@@ -1,0 +1,305 @@
+#include "nn/executor.h"
+
+#include <cstring>
+
+#include "cl/program_cache.h"
+
+namespace op::nn {
+
+struct Executor::Launch {
+  cl::KernelHandle kernel;
+  cl_uint dims = 1;
+  size_t global[3] = {1, 1, 1};
+  size_t local[3] = {1, 1, 1};
+  bool has_local = false;
+};
+
+// A kernel argument set per run: the cl_mem of an input or an output.
+struct Executor::Binding {
+  size_t launch;
+  cl_uint arg;
+  bool output;
+  uint32_t index;
+};
+
+Executor::~Executor() = default;
+
+StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<cl::Device> device,
+                                                     CompiledModel model) {
+  OP_RETURN_IF_ERROR(ValidateModel(model));
+  std::unique_ptr<Executor> e(new Executor());
+  e->device_ = std::move(device);
+  e->model_ = std::move(model);
+  OP_RETURN_IF_ERROR(e->Load());
+  return e;
+}
+
+namespace {
+
+std::string ArgTypeName(cl_kernel k, cl_uint i) {
+  size_t n = 0;
+  if (clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_NAME, 0, nullptr, &n) != CL_SUCCESS || !n)
+    return {};
+  std::string s(n, '\0');
+  clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_NAME, n, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0')
+    s.pop_back();
+  return s;
+}
+
+// Checks that argument `i` of `k` is what the model says it is (when the driver reports
+// argument info): a global pointer for buffers, a uint offset after it, an image, or a scalar.
+Status CheckArg(cl_kernel k, cl_uint i, const char *want, const std::string &where) {
+  cl_kernel_arg_address_qualifier aq = 0;
+  cl_int err = clGetKernelArgInfo(k, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof(aq), &aq, nullptr);
+  if (err == CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    return Status::Ok();
+  if (err != CL_SUCCESS)
+    return cl::ClError("clGetKernelArgInfo", err).Prepend(where);
+  std::string type = ArgTypeName(k, i);
+  bool ok = true;
+  if (!std::strcmp(want, "buffer"))
+    ok = aq == CL_KERNEL_ARG_ADDRESS_GLOBAL || aq == CL_KERNEL_ARG_ADDRESS_CONSTANT;
+  else if (!std::strcmp(want, "image"))
+    ok = type.rfind("image2d_t", 0) == 0;
+  else
+    ok = aq == CL_KERNEL_ARG_ADDRESS_PRIVATE && type == want;
+  if (!ok)
+    return Corrupt(where + " argument " + std::to_string(i) + " is '" + type +
+                   "', the model says " + want);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Executor::Load() {
+  const CompiledModel &m = model_;
+  const cl::Capabilities &caps = device_->caps();
+  if (m.arena_bytes > caps.max_alloc_bytes)
+    return Unsupported("the arena of " + std::to_string(m.arena_bytes) +
+                       " bytes exceeds the device's largest allocation (" +
+                       std::to_string(caps.max_alloc_bytes) + ")");
+  cl_int err = CL_SUCCESS;
+  // Never an empty buffer: a model without weights or intermediates still binds something.
+  std::vector<uint8_t> pad;
+  const void *wdata = m.weights.data();
+  size_t wbytes = m.weights.size();
+  if (!wbytes) {
+    pad.assign(m.alignment, 0);
+    wdata = pad.data();
+    wbytes = pad.size();
+  }
+  weights_ =
+      cl::MemHandle(clCreateBuffer(device_->context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                   wbytes, const_cast<void *>(wdata), &err));
+  if (err != CL_SUCCESS)
+    return cl::ClError("clCreateBuffer(weights)", err);
+  OP_ASSIGN_OR_RETURN(arena_,
+                      device_->CreateBuffer(std::max<uint64_t>(m.arena_bytes, m.alignment)));
+
+  for (const WeightImage &wi : m.images) {
+    if (!caps.images)
+      return Unsupported("the model reads weights from images; the device has no image support");
+    cl_image_format fmt{CL_RGBA, static_cast<cl_channel_type>(wi.half ? CL_HALF_FLOAT : CL_FLOAT)};
+    cl_image_desc desc{};
+    desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+    desc.image_width = wi.width;
+    desc.image_height = wi.height;
+    images_.emplace_back(clCreateImage(device_->context(), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                       &fmt, &desc,
+                                       const_cast<uint8_t *>(m.weights.data() + wi.offset), &err));
+    if (err != CL_SUCCESS)
+      return cl::ClError("clCreateImage(weights)", err);
+  }
+
+  std::vector<cl::ProgramHandle> programs(m.sources.size());
+  launches_.resize(m.kernels.size());
+  for (size_t k = 0; k < m.kernels.size(); k++) {
+    const KernelDesc &kd = m.kernels[k];
+    std::string where = "kernel " + std::to_string(k) + " (" + kd.label + ")";
+    // Argument info lets the loader check every argument against the model.
+    std::string options =
+        kd.options.empty() ? "-cl-kernel-arg-info" : kd.options + " -cl-kernel-arg-info";
+    OP_ASSIGN_OR_RETURN(cl::ProgramHandle prog,
+                        device_->programs().Build(m.sources[kd.source], options, kd.label));
+    Launch &l = launches_[k];
+    OP_ASSIGN_OR_RETURN(l.kernel, cl::CreateKernel(prog.get(), kd.entry.c_str()));
+    cl_kernel kern = l.kernel.get();
+    cl_uint want = 0;
+    for (const KernelArg &a : kd.args)
+      want += a.kind == KernelArg::Kind::kBuffer ? 2 : 1;
+    cl_uint have = 0;
+    OP_CL_CHECK(clGetKernelInfo(kern, CL_KERNEL_NUM_ARGS, sizeof(have), &have, nullptr));
+    if (have != want)
+      return Corrupt(where + " takes " + std::to_string(have) + " arguments, the model gives " +
+                     std::to_string(want));
+    cl_uint i = 0;
+    for (const KernelArg &a : kd.args) {
+      switch (a.kind) {
+        case KernelArg::Kind::kBuffer: {
+          OP_RETURN_IF_ERROR(CheckArg(kern, i, "buffer", where));
+          OP_RETURN_IF_ERROR(CheckArg(kern, i + 1, "uint", where));
+          cl_uint off = static_cast<cl_uint>(a.buffer.offset / a.buffer.element_bytes);
+          switch (a.buffer.kind) {
+            case BufferKind::kArena:
+              OP_RETURN_IF_ERROR(cl::SetArgs(kern, arena_.get()).Prepend(where));
+              break;
+            case BufferKind::kWeights:
+              OP_RETURN_IF_ERROR(cl::SetArgs(kern, weights_.get()).Prepend(where));
+              break;
+            case BufferKind::kInput:
+            case BufferKind::kOutput:
+              bindings_.push_back({k, i, a.buffer.kind == BufferKind::kOutput, a.buffer.index});
+              break;
+          }
+          cl_int e2 = clSetKernelArg(kern, i + 1, sizeof(off), &off);
+          if (e2 != CL_SUCCESS)
+            return cl::ClError("clSetKernelArg", e2).Prepend(where);
+          i += 2;
+          break;
+        }
+        case KernelArg::Kind::kInt32: {
+          OP_RETURN_IF_ERROR(CheckArg(kern, i, "int", where));
+          OP_CL_CHECK(clSetKernelArg(kern, i, sizeof(a.i), &a.i));
+          i++;
+          break;
+        }
+        case KernelArg::Kind::kFloat32: {
+          OP_RETURN_IF_ERROR(CheckArg(kern, i, "float", where));
+          OP_CL_CHECK(clSetKernelArg(kern, i, sizeof(a.f), &a.f));
+          i++;
+          break;
+        }
+        case KernelArg::Kind::kImage: {
+          OP_RETURN_IF_ERROR(CheckArg(kern, i, "image", where));
+          cl_mem img = images_[a.image].get();
+          OP_CL_CHECK(clSetKernelArg(kern, i, sizeof(img), &img));
+          i++;
+          break;
+        }
+      }
+    }
+    l.dims = static_cast<cl_uint>(kd.global.size());
+    for (size_t d = 0; d < kd.global.size(); d++)
+      l.global[d] = kd.global[d];
+    l.has_local = !kd.local.empty();
+    for (size_t d = 0; d < kd.local.size(); d++)
+      l.local[d] = std::min<size_t>(kd.local[d], caps.max_work_item_sizes[d]);
+    if (l.has_local) {
+      size_t total = 1;
+      for (size_t d = 0; d < kd.local.size(); d++) {
+        total *= l.local[d];
+        if (l.global[d] % l.local[d] != 0)
+          l.has_local = false;  // the device's limit broke divisibility: let the driver choose
+      }
+      if (total > caps.max_work_group_size)
+        l.has_local = false;
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<cl::EventHandle> Executor::Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
+                                        const cl_mem *outputs, size_t num_outputs,
+                                        const cl::EventList &wait) {
+  if (num_inputs != model_.inputs.size() || num_outputs != model_.outputs.size())
+    return InvalidArgument("the model takes " + std::to_string(model_.inputs.size()) +
+                           " inputs and " + std::to_string(model_.outputs.size()) +
+                           " outputs, got " + std::to_string(num_inputs) + " and " +
+                           std::to_string(num_outputs));
+  auto check = [](cl_mem mem, const TensorDesc &t, const char *what) -> Status {
+    size_t size = 0;
+    if (!mem || clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof(size), &size, nullptr) != CL_SUCCESS)
+      return InvalidArgument(std::string(what) + " '" + t.name + "' is not a valid cl_mem");
+    if (size < t.ByteSize())
+      return InvalidArgument(std::string(what) + " '" + t.name + "' buffer holds " +
+                             std::to_string(size) + " bytes, the tensor needs " +
+                             std::to_string(t.ByteSize()));
+    return Status::Ok();
+  };
+  for (size_t i = 0; i < num_inputs; i++)
+    OP_RETURN_IF_ERROR(check(inputs[i], model_.inputs[i], "input"));
+  for (size_t i = 0; i < num_outputs; i++)
+    OP_RETURN_IF_ERROR(check(outputs[i], model_.outputs[i], "output"));
+  for (const Binding &b : bindings_) {
+    cl_mem mem = b.output ? outputs[b.index] : inputs[b.index];
+    OP_CL_CHECK(clSetKernelArg(launches_[b.launch].kernel.get(), b.arg, sizeof(mem), &mem));
+  }
+  if (launches_.empty())
+    return queue.Marker(wait);
+  // The queue is in order: only the first launch needs the caller's events.
+  cl::EventHandle last;
+  for (size_t k = 0; k < launches_.size(); k++) {
+    const Launch &l = launches_[k];
+    OP_ASSIGN_OR_RETURN(
+        last, queue.Launch(l.kernel.get(), l.dims, l.global, l.has_local ? l.local : nullptr,
+                           k == 0 ? wait : cl::EventList{}));
+  }
+  return last;
+}
+
+StatusOr<std::vector<Tensor>> Executor::RunHost(cl::Queue &queue,
+                                                const std::vector<Tensor> &inputs) {
+  const CompiledModel &m = model_;
+  if (host_inputs_.empty()) {
+    for (const TensorDesc &t : m.inputs) {
+      OP_ASSIGN_OR_RETURN(cl::MemHandle h,
+                          device_->CreateBuffer(std::max<uint64_t>(t.ByteSize(), 4)));
+      host_inputs_.push_back(std::move(h));
+    }
+    for (const TensorDesc &t : m.outputs) {
+      OP_ASSIGN_OR_RETURN(cl::MemHandle h,
+                          device_->CreateBuffer(std::max<uint64_t>(t.ByteSize(), 4)));
+      host_outputs_.push_back(std::move(h));
+    }
+  }
+  std::vector<cl::EventHandle> writes;
+  cl::EventList wait;
+  for (size_t i = 0; i < m.inputs.size(); i++) {
+    const TensorDesc &d = m.inputs[i];
+    const Tensor *found = nullptr;
+    for (const Tensor &t : inputs)
+      if (t.name == d.name)
+        found = &t;
+    if (!found)
+      return InvalidArgument("no value for input '" + d.name + "'");
+    if (found->dtype != d.dtype || found->shape.dims != d.dims)
+      return InvalidArgument("input '" + d.name + "' is " + DTypeName(found->dtype) + " " +
+                             found->shape.ToString() + ", the model takes " + DTypeName(d.dtype) +
+                             " " + Shape(d.dims).ToString());
+    if (!found->data || found->data->size() != d.ByteSize())
+      return InvalidArgument("input '" + d.name + "' has " +
+                             std::to_string(found->data ? found->data->size() : 0) +
+                             " bytes, expected " + std::to_string(d.ByteSize()));
+    if (d.ByteSize() == 0)
+      continue;
+    OP_ASSIGN_OR_RETURN(cl::EventHandle ev,
+                        queue.Write(host_inputs_[i].get(), 0, d.ByteSize(), found->data->data()));
+    wait.Add(ev.get());
+    writes.push_back(std::move(ev));
+  }
+  std::vector<cl_mem> in_mems, out_mems;
+  for (auto &h : host_inputs_)
+    in_mems.push_back(h.get());
+  for (auto &h : host_outputs_)
+    out_mems.push_back(h.get());
+  OP_ASSIGN_OR_RETURN(cl::EventHandle done, Run(queue, in_mems.data(), in_mems.size(),
+                                                out_mems.data(), out_mems.size(), wait));
+  std::vector<Tensor> outs;
+  for (size_t j = 0; j < m.outputs.size(); j++) {
+    const TensorDesc &d = m.outputs[j];
+    auto bytes = std::make_shared<Bytes>(d.ByteSize());
+    if (d.ByteSize()) {
+      OP_ASSIGN_OR_RETURN(cl::EventHandle rd, queue.Read(host_outputs_[j].get(), 0, d.ByteSize(),
+                                                         bytes->data(), {done.get()}));
+      // A host convenience: waiting here is its purpose.
+      OP_RETURN_IF_ERROR(cl::WaitForEvent(rd.get()).Prepend("reading output '" + d.name + "'"));
+    }
+    outs.push_back(MakeConstant(d.dtype, Shape(d.dims), std::move(*bytes)));
+    outs.back().name = d.name;
+  }
+  OP_RETURN_IF_ERROR(cl::WaitForEvent(done.get()).Prepend("running the model"));
+  return outs;
+}
+
+}  // namespace op::nn

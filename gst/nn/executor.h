@@ -1,0 +1,64 @@
+// The executor: runs a compiled model on one OpenCL device.
+//
+// Load time (Create): validates the model, builds its programs through the device's
+// ProgramCache (binaries on disk), creates every kernel, checks each kernel's argument count
+// and kinds against the model, uploads the weights once, allocates the arena, and sets every
+// argument that does not change between runs.
+//
+// Run time (Run): binds the caller's input and output cl_mems (whole buffers, element offsets
+// 0), enqueues the launch list with the first launch waiting on `wait`, and returns the event of
+// the last launch. No allocation, compilation or host wait. Kernel arguments are executor
+// state, so one Run at a time per executor (Run is not reentrant; use one executor per
+// thread). The queue must be in order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cl/device.h"
+#include "cl/queue.h"
+#include "nn/graph.h"
+#include "nn/model_file.h"
+
+namespace op::nn {
+
+class Executor {
+ public:
+  static StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<cl::Device> device,
+                                                    CompiledModel model);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const CompiledModel &model() const { return model_; }
+  cl::Device &device() { return *device_; }
+
+  // Enqueues one run. `inputs` and `outputs` hold one cl_mem per model input/output, each at
+  // least that tensor's bytes (checked). Returns the completion event.
+  StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
+                                const cl_mem *outputs, size_t num_outputs,
+                                const cl::EventList &wait = {});
+
+  // Host convenience for tools and tests: uploads `inputs` (matched by name; dtype and shape
+  // must match the model's), runs, waits and returns the outputs as constant-style tensors in
+  // model order. The device buffers for this path are created on the first call and reused.
+  StatusOr<std::vector<Tensor>> RunHost(cl::Queue &queue, const std::vector<Tensor> &inputs);
+
+ private:
+  struct Launch;
+  struct Binding;
+  Executor() = default;
+  Status Load();
+
+  std::shared_ptr<cl::Device> device_;
+  CompiledModel model_;
+  cl::MemHandle weights_;
+  cl::MemHandle arena_;
+  std::vector<cl::MemHandle> images_;
+  std::vector<Launch> launches_;
+  std::vector<Binding> bindings_;
+  std::vector<cl::MemHandle> host_inputs_, host_outputs_;
+};
+
+}  // namespace op::nn

@@ -1,0 +1,112 @@
+// Shared helpers of the network kernels: storage tags and activations.
+//
+// Every tensor operand of a kernel has a storage tag, chosen by code generation from the
+// tensor's dtype and the model's storage precision:
+//   f32 float buffers            f16 half storage through vload_half/vstore_half (no extension)
+//   h16 half buffers with cl_khr_fp16 (direct half loads, for fp16 compute)
+//   i64 long   i32 int   u8 uchar   i8 char   b8 bool as uchar 0/1
+// LOAD gives the value in its compute type (float for f32/f16/h16); STORE converts back.
+#ifndef NN_COMMON_CL
+#define NN_COMMON_CL
+
+#ifdef NN_FP16_COMPUTE
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+#endif
+
+#define NN_CAT_(a, b) a##b
+#define NN_CAT(a, b) NN_CAT_(a, b)
+
+#define ST_f32 float
+#define ST_f16 half
+#define ST_h16 half
+#define ST_i64 long
+#define ST_i32 int
+#define ST_u8 uchar
+#define ST_i8 char
+#define ST_b8 uchar
+
+#define LD_f32(p, i) ((p)[i])
+#define LD_f16(p, i) vload_half((i), (p))
+#define LD_h16(p, i) convert_float((p)[i])
+#define LD_i64(p, i) ((p)[i])
+#define LD_i32(p, i) ((p)[i])
+#define LD_u8(p, i) ((p)[i])
+#define LD_i8(p, i) ((p)[i])
+#define LD_b8(p, i) ((p)[i] != 0)
+
+#define SV_f32(p, i, v) ((p)[i] = (float)(v))
+#define SV_f16(p, i, v) vstore_half((float)(v), (i), (p))
+#define SV_h16(p, i, v) ((p)[i] = convert_half((float)(v)))
+#define SV_i64(p, i, v) ((p)[i] = (long)(v))
+#define SV_i32(p, i, v) ((p)[i] = (int)(v))
+#define SV_u8(p, i, v) ((p)[i] = (uchar)(v))
+#define SV_i8(p, i, v) ((p)[i] = (char)(v))
+#define SV_b8(p, i, v) ((p)[i] = (uchar)((v) != 0))
+
+// The C type of a buffer of tag t, and element access.
+#define STYPE(t) NN_CAT(ST_, t)
+#define LOAD(t, p, i) NN_CAT(LD_, t)(p, i)
+#define STORE(t, p, i, v) NN_CAT(SV_, t)(p, i, v)
+
+// Activations of fused epilogues: ACT is defined by code generation as one of these (with its
+// alpha/beta as literals), or as nn_identity.
+inline float nn_identity(float x) {
+  return x;
+}
+inline float nn_relu(float x) {
+  return fmax(x, 0.0f);
+}
+inline float nn_leaky_relu(float x, float a) {
+  return x >= 0.0f ? x : a * x;
+}
+inline float nn_elu(float x, float a) {
+  return x >= 0.0f ? x : a * (exp(x) - 1.0f);
+}
+inline float nn_sigmoid(float x) {
+  return 1.0f / (1.0f + exp(-x));
+}
+inline float nn_hard_sigmoid(float x, float a, float b) {
+  return clamp(a * x + b, 0.0f, 1.0f);
+}
+inline float nn_hard_swish(float x) {
+  return x * clamp(x / 6.0f + 0.5f, 0.0f, 1.0f);
+}
+inline float nn_clip(float x, float lo, float hi) {
+  return fmin(fmax(x, lo), hi);
+}
+inline float nn_softplus(float x) {
+  return x > 20.0f ? x : log1p(exp(x));
+}
+
+// Integer division and modulo that never trap (a zero divisor gives 0, as a GPU would rather
+// than a CPU's SIGFPE): ONNX leaves it undefined, we keep it harmless.
+inline long nn_idiv(long a, long b) {
+  return b == 0 ? 0 : a / b;
+}
+// Mod with fmod = 0: the result takes the divisor's sign (Python's %).
+inline long nn_imod(long a, long b) {
+  if (b == 0)
+    return 0;
+  long r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+inline float nn_fmod_floor(float a, float b) {
+  float r = fmod(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+// Round half to even (ONNX Round); rint does this in the default rounding mode.
+inline float nn_round(float x) {
+  return rint(x);
+}
+inline float nn_sign(float x) {
+  return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+}
+inline long nn_isign(long x) {
+  return x > 0 ? 1 : (x < 0 ? -1 : 0);
+}
+
+#ifndef ACT
+#define ACT(x) nn_identity(x)
+#endif
+
+#endif  // NN_COMMON_CL
