@@ -1,0 +1,452 @@
+// opmsgsink with GstHarness: negotiation (a missing slice is named), messages in the log and in
+// the signal, frames after a drop, live car state, timestamps, errors, and ZMQ publishing.
+// Expected message contents come from the op::drive library on the same raw floats, whose own
+// tests compare it with the numpy reference.
+#include <gtest/gtest.h>
+
+#include <capnp/serialize.h>
+#include <gst/check/gstharness.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef OP_HAVE_ZMQ
+#include <zmq.h>
+#endif
+
+#include "drive/fill.h"
+#include "drive/log_io.h"
+#include "drive/parse.h"
+#include "gstopmsgsink.h"
+#include "op/gstoptensor.h"
+
+namespace {
+
+using namespace op::drive;
+
+// Two tensors, like the policy element's output: the vision outputs and the policy outputs.
+struct Layout {
+  GstOpTensorInfo info;
+  size_t vision = 0, policy = 0;  // floats per tensor
+};
+
+Layout MakeLayout(bool with_lead = true) {
+  const std::pair<const char *, size_t> vision[] = {
+      {"hidden_state", 512},  {"lead", 102},
+      {"pose", 12},           {"lane_lines", 528},
+      {"lane_lines_prob", 8}, {"road_edges", 264},
+      {"lead_prob", 3},       {"desire_pred", 32},
+      {"meta", 55},           {"wide_from_device_euler", 6},
+      {"road_transform", 12}};
+  const std::pair<const char *, size_t> policy[] = {{"plan", 4955}, {"desire_state", 8}};
+  Layout l;
+  for (const auto &[name, width] : vision) {
+    if (with_lead || std::string(name) != "lead")
+      l.info.slices.push_back({"vision", name, int64_t(l.vision), int64_t(l.vision + width)});
+    l.vision += width;
+  }
+  for (const auto &[name, width] : policy) {
+    l.info.slices.push_back({"policy", name, int64_t(l.policy), int64_t(l.policy + width)});
+    l.policy += width;
+  }
+  l.info.tensors.push_back({"vision", GstOpTensorType::kFloat32, {1, int64_t(l.vision)}});
+  l.info.tensors.push_back({"policy", GstOpTensorType::kFloat32, {1, int64_t(l.policy)}});
+  return l;
+}
+
+// The raw floats of frame f (vision then policy).
+std::vector<float> RawFrame(const Layout &l, int f) {
+  std::vector<float> raw(l.vision + l.policy);
+  for (size_t i = 0; i < raw.size(); i++)
+    raw[i] = float(1.5 * std::sin(0.21 * double(i) + f));
+  return raw;
+}
+
+struct FrameSpec {
+  uint32_t frame_id = 0;
+  uint32_t dropped = 0;
+  bool calibration_seen = true;
+  GstClockTime pts = 0;
+  bool with_meta = true;
+};
+
+GstBuffer *MakeBuffer(const Layout &l, const std::vector<float> &raw, const FrameSpec &spec) {
+  GstBuffer *buffer = gst_buffer_new();
+  // One memory per tensor, in caps order.
+  for (int t = 0; t < 2; t++) {
+    size_t offset = t == 0 ? 0 : l.vision, n = t == 0 ? l.vision : l.policy;
+    gpointer copy = g_memdup2(raw.data() + offset, n * 4);
+    gst_buffer_append_memory(
+        buffer, gst_memory_new_wrapped(GstMemoryFlags(0), copy, n * 4, 0, n * 4, copy, g_free));
+  }
+  GST_BUFFER_PTS(buffer) = spec.pts;
+  if (spec.with_meta) {
+    GstOpFrameMeta *meta = gst_buffer_add_op_frame_meta(buffer);
+    meta->road_frame_id = spec.frame_id;
+    meta->wide_frame_id = spec.frame_id + 1000;
+    meta->road_eof_ns = 5000000000ull + spec.frame_id;
+    meta->calibration_seen = spec.calibration_seen;
+    meta->dropped = spec.dropped;
+    meta->stage_ns[GST_OP_STAGE_WARP] = 1000000;
+    meta->stage_ns[GST_OP_STAGE_VISION] = 10000000;
+    meta->stage_ns[GST_OP_STAGE_POLICY] = 2000000;
+  }
+  return buffer;
+}
+
+struct Received {
+  std::vector<std::string> services;
+  std::vector<std::vector<uint8_t>> bytes;
+};
+
+void OnMessage(GstElement *, const char *service, GBytes *bytes, gpointer user) {
+  auto *r = static_cast<Received *>(user);
+  gsize size;
+  auto *data = static_cast<const uint8_t *>(g_bytes_get_data(bytes, &size));
+  r->services.push_back(service);
+  r->bytes.emplace_back(data, data + size);
+}
+
+// An Event from flat-array bytes (kept alive with its words).
+struct Decoded {
+  kj::Array<capnp::word> words;
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  op::msg::Event::Reader event() { return reader->getRoot<op::msg::Event>(); }
+};
+
+Decoded Decode(const std::vector<uint8_t> &bytes) {
+  Decoded d;
+  d.words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(d.words.begin(), bytes.data(), bytes.size());
+  d.reader = std::make_unique<capnp::FlatArrayMessageReader>(d.words);
+  return d;
+}
+
+std::string TempPath(const std::string &name) {
+  return std::string(g_get_tmp_dir()) + "/op-msgsink-" + std::to_string(getpid()) + "-" + name;
+}
+
+class Sink {
+ public:
+  Sink() {
+    element = gst_element_factory_make("opmsgsink", nullptr);
+    EXPECT_NE(element, nullptr);
+    bus = gst_bus_new();
+    gst_element_set_bus(element, bus);
+    g_signal_connect(element, "message", G_CALLBACK(OnMessage), &received);
+  }
+  ~Sink() {
+    if (h)
+      gst_harness_teardown(h);
+    else if (element)
+      gst_object_unref(element);
+    gst_object_unref(bus);
+  }
+  void Set(const char *name, const char *value) {
+    gst_util_set_object_arg(G_OBJECT(element), name, value);
+  }
+  // Starts the harness around the configured element.
+  void Start(const Layout &l) {
+    h = gst_harness_new_empty();
+    static GstStaticPadTemplate src =
+        GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+    gst_harness_add_element_full(h, element, &src, "sink", nullptr, nullptr);
+    GstCaps *caps = gst_op_tensor_info_to_caps(l.info);
+    gst_harness_set_src_caps(h, caps);
+    gst_harness_play(h);
+  }
+  GstFlowReturn Push(GstBuffer *buffer) { return gst_harness_push(h, buffer); }
+  // The text of the first error on the bus, or "".
+  std::string Error() {
+    std::string text;
+    while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+      GError *err = nullptr;
+      gchar *debug = nullptr;
+      gst_message_parse_error(m, &err, &debug);
+      if (text.empty())
+        text = std::string(err->message) + " | " + (debug ? debug : "");
+      g_error_free(err);
+      g_free(debug);
+      gst_message_unref(m);
+    }
+    return text;
+  }
+  void Stop() {
+    gst_harness_teardown(h);
+    h = nullptr;
+    element = nullptr;
+  }
+
+  GstElement *element = nullptr;
+  GstHarness *h = nullptr;
+  GstBus *bus = nullptr;
+  Received received;
+};
+
+// What the library makes of frame f, for comparing with the element.
+ParsedOutputs ParseRaw(const Layout &l, const std::vector<float> &raw) {
+  SliceTable table;
+  for (const auto &s : l.info.slices) {
+    size_t base = s.tensor == "policy" ? l.vision : 0;
+    table.push_back({s.name, base + size_t(s.start), base + size_t(s.end)});
+  }
+  auto parser = OutputParser::Create(table, raw.size());
+  EXPECT_TRUE(parser.ok()) << parser.status().ToString();
+  ParsedOutputs out;
+  EXPECT_TRUE(parser->Parse(raw.data(), raw.size(), &out).ok());
+  return out;
+}
+
+TEST(MsgSink, WritesEveryServiceToLogAndSignal) {
+  const std::string path = TempPath("rlog.zst");
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("location", path.c_str());
+  sink.Set("emit-signals", "true");
+  sink.Set("timestamps", "stream");
+  sink.Start(l);
+  for (int f = 0; f < 3; f++) {
+    FrameSpec spec;
+    spec.frame_id = 20 + f;
+    spec.pts = 50 * GST_MSECOND * f;
+    spec.calibration_seen = f > 0;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK) << sink.Error();
+  }
+  guint64 count = 0;
+  g_object_get(sink.element, "messages", &count, nullptr);
+  EXPECT_EQ(count, 9u);
+  Received received = sink.received;
+  sink.Stop();
+
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_EQ(log->format, "zstd");
+  EXPECT_FALSE(log->truncated);
+  ASSERT_EQ(log->messages.size(), 9u);
+  ASSERT_EQ(received.bytes.size(), 9u);
+  const char *order[3] = {"modelV2", "drivingModelData", "cameraOdometry"};
+  for (size_t i = 0; i < 9; i++) {
+    auto bytes = log->messages[i].asBytes();
+    EXPECT_EQ(std::vector<uint8_t>(bytes.begin(), bytes.end()), received.bytes[i]) << i;
+    EXPECT_EQ(received.services[i], order[i % 3]);
+    Decoded d = Decode(received.bytes[i]);
+    EXPECT_EQ(EventServiceName(d.event()), order[i % 3]);
+    EXPECT_EQ(d.event().getLogMonoTime(), 50 * GST_MSECOND * (i / 3));  // stream: the PTS
+    EXPECT_EQ(d.event().getValid(), i >= 3);
+  }
+  // Contents against the library on frame 1's floats.
+  ParsedOutputs p = ParseRaw(l, RawFrame(l, 1));
+  Decoded m = Decode(received.bytes[3]);
+  auto v2 = m.event().getModelV2();
+  EXPECT_EQ(v2.getFrameId(), 21u);
+  EXPECT_EQ(v2.getFrameIdExtra(), 1021u);
+  EXPECT_EQ(v2.getTimestampEof(), 5000000021ull);
+  EXPECT_EQ(v2.getPosition().getX()[7], p.Plan(7, 0));
+  EXPECT_EQ(v2.getLeadsV3()[1].getX()[2], p.Lead(1, 2, 0));
+  EXPECT_EQ(v2.getMeta().getDesireState()[4], p.desire_state[4]);
+  // Stream mode: the upstream stage times only (1 + 10 + 2 ms), so replays repeat their bytes.
+  EXPECT_FLOAT_EQ(v2.getModelExecutionTime(), 0.013f);
+  Decoded o = Decode(received.bytes[5]);
+  EXPECT_EQ(o.event().getCameraOdometry().getTrans()[1], p.pose[1]);
+  std::remove(path.c_str());
+}
+
+TEST(MsgSink, StreamTimestampsRepeatTheBytes) {
+  Layout l = MakeLayout();
+  std::vector<std::vector<uint8_t>> runs[2];
+  for (auto &run : runs) {
+    Sink sink;
+    sink.Set("emit-signals", "true");
+    sink.Set("timestamps", "stream");
+    sink.Start(l);
+    for (int f = 0; f < 2; f++) {
+      FrameSpec spec;
+      spec.frame_id = f;
+      spec.pts = GST_SECOND * f;
+      ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK);
+    }
+    run = sink.received.bytes;
+  }
+  ASSERT_EQ(runs[0].size(), 6u);
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
+TEST(MsgSink, ClockTimestampsAreMonotonicNow) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("emit-signals", "true");
+  sink.Set("services", "cameraOdometry");
+  sink.Start(l);
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t before = uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), FrameSpec{})), GST_FLOW_OK);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t after = uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  ASSERT_EQ(sink.received.bytes.size(), 1u);
+  uint64_t t = Decode(sink.received.bytes[0]).event().getLogMonoTime();
+  EXPECT_GE(t, before);
+  EXPECT_LE(t, after);
+}
+
+TEST(MsgSink, FramesAfterADropProduceNothing) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("emit-signals", "true");
+  sink.Set("services", "modelV2");
+  sink.Start(l);
+  for (uint32_t f = 0; f < 14; f++) {
+    FrameSpec spec;
+    spec.frame_id = f;
+    spec.dropped = f == 12 ? 1 : 0;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), spec)), GST_FLOW_OK);
+  }
+  ASSERT_EQ(sink.received.bytes.size(), 13u);  // frame 12 followed a drop
+  for (size_t i = 0; i < 12; i++)
+    EXPECT_EQ(Decode(sink.received.bytes[i]).event().getModelV2().getFrameDropPerc(), 0.0f);
+  // Frame 13: the filter saw one drop of 1 frame one update before (held at 0 for 10 frames).
+  const double k = 0.05 / 10.05, f = k * (1 - k);
+  auto last = Decode(sink.received.bytes[12]);
+  EXPECT_EQ(last.event().getModelV2().getFrameId(), 13u);
+  EXPECT_NEAR(last.event().getModelV2().getFrameDropPerc(), 100 * f / (1 + f), 1e-5);
+}
+
+TEST(MsgSink, MissingSliceFailsNegotiationNamingIt) {
+  Layout l = MakeLayout(/*with_lead=*/false);
+  Sink sink;
+  sink.Start(l);
+  EXPECT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), FrameSpec{})), GST_FLOW_NOT_NEGOTIATED);
+  std::string error = sink.Error();
+  EXPECT_NE(error.find("'lead' (needed by modelV2)"), std::string::npos) << error;
+
+  // Without modelV2 nothing needs the lead.
+  Sink odo;
+  odo.Set("services", "drivingModelData,cameraOdometry");
+  odo.Set("emit-signals", "true");
+  odo.Start(l);
+  EXPECT_EQ(odo.Push(MakeBuffer(l, RawFrame(l, 0), FrameSpec{})), GST_FLOW_OK) << odo.Error();
+  EXPECT_EQ(odo.received.services,
+            (std::vector<std::string>{"drivingModelData", "cameraOdometry"}));
+}
+
+TEST(MsgSink, UnwritableLocationIsAClearError) {
+  Sink sink;
+  sink.Set("location", "/nonexistent-dir-of-op/rlog.zst");
+  EXPECT_EQ(gst_element_set_state(sink.element, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  std::string error = sink.Error();
+  EXPECT_NE(error.find("/nonexistent-dir-of-op/rlog.zst"), std::string::npos) << error;
+  EXPECT_NE(error.find("for writing"), std::string::npos) << error;
+  gst_element_set_state(sink.element, GST_STATE_NULL);
+}
+
+TEST(MsgSink, TruncatedTensorIsAnError) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Start(l);
+  std::vector<float> raw = RawFrame(l, 0);
+  GstBuffer *buffer = MakeBuffer(l, raw, FrameSpec{});
+  gst_buffer_resize(buffer, 0, gst_buffer_get_size(buffer) - 4);
+  EXPECT_EQ(sink.Push(buffer), GST_FLOW_ERROR);
+  EXPECT_NE(sink.Error().find("tensor \"policy\""), std::string::npos);
+}
+
+TEST(MsgSink, CarStateChangesWhilePlaying) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("emit-signals", "true");
+  sink.Set("services", "drivingModelData");
+  sink.Start(l);
+  std::vector<float> raw = RawFrame(l, 2);
+  ASSERT_EQ(sink.Push(MakeBuffer(l, raw, FrameSpec{})), GST_FLOW_OK);
+  g_object_set(sink.element, "v-ego", 15.0f, "lat-delay", 0.2f, nullptr);
+  gst_util_set_object_arg(G_OBJECT(sink.element), "lane-change-state", "lane-change-starting");
+  gst_util_set_object_arg(G_OBJECT(sink.element), "lane-change-direction", "right");
+  ASSERT_EQ(sink.Push(MakeBuffer(l, raw, FrameSpec{})), GST_FLOW_OK);
+  ASSERT_EQ(sink.received.bytes.size(), 2u);
+  auto first = Decode(sink.received.bytes[0]);
+  auto second = Decode(sink.received.bytes[1]);
+  // Stopped (v-ego 0): the curvature is held at its initial 0; at 15 m/s it follows the plan.
+  EXPECT_EQ(first.event().getDrivingModelData().getAction().getDesiredCurvature(), 0.0f);
+  ParsedOutputs p = ParseRaw(l, raw);
+  CarSettings car;
+  car.v_ego = 15.0f;
+  car.lat_delay = 0.2f;
+  Action expected = ComputeAction(p, car, Action{});
+  ASSERT_NE(expected.desired_curvature, 0.0f);
+  EXPECT_EQ(second.event().getDrivingModelData().getAction().getDesiredCurvature(),
+            expected.desired_curvature);
+  auto meta = second.event().getDrivingModelData().getMeta();
+  EXPECT_EQ(meta.getLaneChangeState(), op::msg::LaneChangeState::LANE_CHANGE_STARTING);
+  EXPECT_EQ(meta.getLaneChangeDirection(), op::msg::LaneChangeDirection::RIGHT);
+}
+
+TEST(MsgSink, StopMidStreamLeavesACompleteLog) {
+  const std::string path = TempPath("stopped.zst");
+  Layout l = MakeLayout();
+  {
+    Sink sink;
+    sink.Set("location", path.c_str());
+    sink.Start(l);
+    for (uint32_t f = 0; f < 2; f++) {
+      FrameSpec spec;
+      spec.frame_id = f;
+      ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK);
+    }
+  }  // to NULL without EOS
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();
+  EXPECT_FALSE(log->truncated);
+  EXPECT_EQ(log->messages.size(), 6u);
+  std::remove(path.c_str());
+}
+
+#ifdef OP_HAVE_ZMQ
+TEST(MsgSink, PublishReachesASubscriber) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("publish", "true");
+  sink.Start(l);
+  if (!sink.Error().empty())
+    GTEST_FAIL() << "publisher did not start";
+  void *context = zmq_ctx_new();
+  void *sub = zmq_socket(context, ZMQ_SUB);
+  ASSERT_EQ(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "", 0), 0);
+  int timeout_ms = 50;
+  zmq_setsockopt(sub, ZMQ_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+  ASSERT_EQ(zmq_connect(sub, "tcp://127.0.0.1:58537"), 0);  // modelV2's bridge port
+  // A subscription takes a moment to reach the publisher; publish until one message arrives.
+  std::vector<uint8_t> got;
+  for (uint32_t f = 0; f < 100 && got.empty(); f++) {
+    FrameSpec spec;
+    spec.frame_id = 300 + f;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), spec)), GST_FLOW_OK);
+    uint8_t buffer[65536];
+    int n = zmq_recv(sub, buffer, sizeof(buffer), 0);
+    if (n > 0)
+      got.assign(buffer, buffer + n);
+  }
+  zmq_close(sub);
+  zmq_ctx_term(context);
+  ASSERT_FALSE(got.empty()) << "nothing received on 127.0.0.1:58537";
+  Decoded d = Decode(got);
+  ASSERT_TRUE(d.event().isModelV2());
+  EXPECT_GE(d.event().getModelV2().getFrameId(), 300u);
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  gst_init(&argc, &argv);
+  // The element is linked in: register it without loading the plugin.
+  if (!gst_element_register(nullptr, "opmsgsink", GST_RANK_NONE, GST_TYPE_OP_MSG_SINK))
+    return 1;
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
