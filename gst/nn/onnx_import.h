@@ -25,4 +25,8 @@ StatusOr<Graph> ImportOnnxFile(const std::string &path);
 // Converts serialized ModelProto bytes.
 StatusOr<Graph> ImportOnnxBytes(const std::string &bytes, const ImportOptions &options);
 
+// Reads one serialized TensorProto (ONNX's test_data_set_*/input_*.pb files) as a constant
+// tensor, with its name.
+StatusOr<Tensor> ReadTensorProtoFile(const std::string &path);
+
 }  // namespace op::nn

@@ -1,0 +1,537 @@
+// Graph passes (see passes.h). Each pass rewrites node lists and tensor ids only; dead tensors
+// are dropped by EliminateDeadCode at the end.
+#include "nn/passes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "nn/op_params.h"
+#include "nn/reference.h"
+#include "nn/reference_ops.h"
+#include "nn/shape_inference.h"
+
+namespace op::nn {
+namespace {
+
+// Every node that reads tensor id, as indices into graph.nodes.
+std::vector<int> Consumers(const Graph &g, TensorId id) {
+  std::vector<int> c;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (TensorId i : g.nodes[k].inputs)
+      if (i == id) {
+        c.push_back(static_cast<int>(k));
+        break;
+      }
+  return c;
+}
+
+bool IsGraphOutput(const Graph &g, TensorId id) {
+  return std::find(g.outputs.begin(), g.outputs.end(), id) != g.outputs.end();
+}
+
+void ReplaceUses(Graph &g, TensorId from, TensorId to) {
+  for (Node &n : g.nodes)
+    for (TensorId &i : n.inputs)
+      if (i == from)
+        i = to;
+}
+
+// Makes readers of `out` read `in` instead, so the node computing out from in can go. When
+// `out` is a graph output it must keep its name: then the producer of `in` writes `out`
+// directly (possible when `in` is an ordinary intermediate). Returns false if neither works.
+bool Bypass(Graph &g, int node_index, TensorId in, TensorId out) {
+  if (!IsGraphOutput(g, out)) {
+    ReplaceUses(g, out, in);
+    g.nodes.erase(g.nodes.begin() + node_index);
+    return true;
+  }
+  const Tensor &ti = g.tensor(in);
+  if (ti.is_constant() || ti.is_input || IsGraphOutput(g, in))
+    return false;
+  std::vector<int> prod = g.Producers();
+  const int p = prod[static_cast<size_t>(in)];
+  if (p < 0)
+    return false;
+  for (TensorId &o : g.nodes[static_cast<size_t>(p)].outputs)
+    if (o == in)
+      o = out;
+  ReplaceUses(g, in, out);
+  g.nodes.erase(g.nodes.begin() + node_index);
+  return true;
+}
+
+bool IsScalarConstant(const Tensor &t) {
+  return t.is_constant() && t.shape.NumElements() == 1;
+}
+
+double ScalarValue(const Tensor &t) {
+  return static_cast<double>(ref::GetReal(t, 0));
+}
+
+}  // namespace
+
+Status FoldConstants(Graph &graph) {
+  std::vector<Node> kept;
+  for (Node &n : graph.nodes) {
+    bool all_const = !n.inputs.empty();
+    for (TensorId id : n.inputs)
+      if (id != kNoTensor && !graph.tensor(id).is_constant())
+        all_const = false;
+    if (!all_const) {
+      kept.push_back(std::move(n));
+      continue;
+    }
+    std::vector<const Tensor *> in;
+    for (TensorId id : n.inputs)
+      in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
+    auto vals = EvaluateNode(n, in);
+    if (!vals.ok())
+      return Status(vals.status()).Prepend("constant folding");
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i] != kNoTensor)
+        graph.tensor(n.outputs[i]).data = (*vals)[i].data;
+  }
+  graph.nodes = std::move(kept);
+  return Status::Ok();
+}
+
+Status RemoveIdentities(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size();) {
+    const Node &n = graph.nodes[k];
+    const TensorId in = n.input(0);
+    const TensorId out = n.outputs.empty() ? kNoTensor : n.outputs[0];
+    bool identity = false;
+    if (in != kNoTensor && out != kNoTensor) {
+      const Tensor &ti = graph.tensor(in), &to = graph.tensor(out);
+      const bool same = ti.dtype == to.dtype && ti.shape == to.shape;
+      switch (n.op) {
+        case OpKind::kIdentity:
+          identity = true;
+          break;
+        case OpKind::kDropout:
+          identity = n.outputs.size() < 2 || n.outputs[1] == kNoTensor;
+          break;
+        case OpKind::kCast:
+        case OpKind::kReshape:
+        case OpKind::kFlatten:
+        case OpKind::kSqueeze:
+        case OpKind::kUnsqueeze:
+        case OpKind::kExpand:
+          identity = same;
+          break;
+        case OpKind::kTranspose: {
+          auto perm = n.attrs.Ints("perm");
+          identity = same && !perm.empty();
+          for (size_t i = 0; i < perm.size(); ++i)
+            if (perm[i] != static_cast<int64_t>(i))
+              identity = false;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    if (identity && Bypass(graph, static_cast<int>(k), in, out))
+      continue;
+    ++k;
+  }
+  return Status::Ok();
+}
+
+Status RemoveCastPairs(Graph &graph) {
+  // Cast(f16 → f32) followed by Cast(f32 → f16): the value comes back unchanged, since every
+  // half is exact in float. The reverse pair rounds, so it stays.
+  for (size_t k = 0; k < graph.nodes.size();) {
+    const Node &n = graph.nodes[k];
+    if (n.op == OpKind::kCast && n.input(0) != kNoTensor) {
+      std::vector<int> prod = graph.Producers();
+      const int p = prod[static_cast<size_t>(n.input(0))];
+      if (p >= 0) {
+        const Node &first = graph.nodes[static_cast<size_t>(p)];
+        const TensorId src = first.input(0);
+        if (first.op == OpKind::kCast && src != kNoTensor &&
+            graph.tensor(src).dtype == DType::kFloat16 &&
+            graph.tensor(n.input(0)).dtype == DType::kFloat32 &&
+            graph.tensor(n.outputs[0]).dtype == DType::kFloat16 &&
+            Bypass(graph, static_cast<int>(k), src, n.outputs[0]))
+          continue;  // the first Cast goes when nobody else reads its output
+      }
+    }
+    ++k;
+  }
+  return Status::Ok();
+}
+
+Status FoldBatchNormIntoConv(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    Node &bn = graph.nodes[k];
+    if (bn.op != OpKind::kBatchNormalization || bn.outputs.size() != 1)
+      continue;
+    const TensorId x = bn.input(0);
+    std::vector<int> prod = graph.Producers();
+    const int p = prod[static_cast<size_t>(x)];
+    if (p < 0 || IsGraphOutput(graph, x) || Consumers(graph, x).size() != 1)
+      continue;
+    Node &conv = graph.nodes[static_cast<size_t>(p)];
+    if (conv.op != OpKind::kConv)
+      continue;
+    const TensorId w = conv.input(1), b = conv.input(2);
+    bool consts =
+        graph.tensor(w).is_constant() && (b == kNoTensor || graph.tensor(b).is_constant());
+    for (int i = 1; i < 5; ++i)
+      consts = consts && graph.tensor(bn.input(static_cast<size_t>(i))).is_constant();
+    if (!consts || !IsFloat(graph.tensor(w).dtype))
+      continue;
+    const Tensor &wt = graph.tensor(w);
+    const int64_t m = wt.shape[0];
+    const int64_t per = wt.shape.NumElements() / m;
+    auto scale = ConstantDoubles(graph.tensor(bn.input(1)));
+    auto bias = ConstantDoubles(graph.tensor(bn.input(2)));
+    auto mean = ConstantDoubles(graph.tensor(bn.input(3)));
+    auto var = ConstantDoubles(graph.tensor(bn.input(4)));
+    if (!scale.ok() || !bias.ok() || !mean.ok() || !var.ok())
+      continue;
+    if (static_cast<int64_t>(scale->size()) != m || static_cast<int64_t>(var->size()) != m)
+      continue;
+    const double eps = bn.attrs.Float("epsilon", 1e-5f);
+    std::vector<double> wv = ref::ToDoubles(wt);
+    std::vector<double> bv(static_cast<size_t>(m), 0.0);
+    if (b != kNoTensor)
+      bv = ref::ToDoubles(graph.tensor(b));
+    for (int64_t c = 0; c < m; ++c) {
+      const size_t ci = static_cast<size_t>(c);
+      const double s = (*scale)[ci] / std::sqrt((*var)[ci] + eps);
+      for (int64_t i = 0; i < per; ++i)
+        wv[static_cast<size_t>(c * per + i)] *= s;
+      bv[ci] = (bv[ci] - (*mean)[ci]) * s + (*bias)[ci];
+    }
+    Tensor nw = ref::FromDoubles(wt.dtype, wt.shape, wv);
+    nw.name = graph.UniqueName(wt.name + "_bnfolded");
+    Tensor nb = ref::FromDoubles(wt.dtype, Shape{m}, bv);
+    nb.name = graph.UniqueName(conv.name + "_bnfolded_bias");
+    const TensorId out = bn.outputs[0];
+    const TensorId nw_id = graph.AddTensor(std::move(nw));
+    const TensorId nb_id = graph.AddTensor(std::move(nb));
+    Node &c2 = graph.nodes[static_cast<size_t>(p)];  // references may move after AddTensor: none
+    c2.inputs.resize(3);
+    c2.inputs[1] = nw_id;
+    c2.inputs[2] = nb_id;
+    c2.outputs[0] = out;
+    graph.nodes.erase(graph.nodes.begin() + static_cast<long>(k));
+    --k;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// The activations a fused conv/gemm epilogue may apply.
+bool FusableActivation(const Graph &g, const Node &n, Attributes *act) {
+  switch (n.op) {
+    case OpKind::kRelu:
+    case OpKind::kSigmoid:
+    case OpKind::kTanh:
+    case OpKind::kHardSwish:
+      act->Set("activation", std::string(OpName(n.op)));
+      return true;
+    case OpKind::kLeakyRelu:
+    case OpKind::kElu:
+    case OpKind::kHardSigmoid: {
+      ref::UnaryParams p = ref::GetUnaryParams(n.op, n.attrs);
+      act->Set("activation", std::string(OpName(n.op)));
+      act->Set("activation_alpha", static_cast<float>(p.alpha));
+      if (n.op == OpKind::kHardSigmoid)
+        act->Set("activation_beta", static_cast<float>(p.beta));
+      return true;
+    }
+    case OpKind::kClip: {
+      std::vector<const Tensor *> in;
+      for (TensorId id : n.inputs)
+        in.push_back(id == kNoTensor ? nullptr : &g.tensor(id));
+      auto b = GetClipBounds(n, in);
+      if (!b.ok())
+        return false;
+      act->Set("activation", std::string("Clip"));
+      act->Set("activation_alpha", static_cast<float>(b->first));
+      act->Set("activation_beta", static_cast<float>(b->second));
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status FuseConvGemm(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const OpKind op = graph.nodes[k].op;
+    if (op != OpKind::kConv && op != OpKind::kGemm && op != OpKind::kMatMul)
+      continue;
+    Node fused = graph.nodes[k];
+    const TensorId y0 = fused.outputs[0];
+    const DType dt = graph.tensor(y0).dtype;
+    const Shape ys = graph.tensor(y0).shape;
+    if (!IsFloat(dt))
+      continue;
+    if (op == OpKind::kMatMul && (graph.tensor(fused.input(0)).shape.rank() < 2 ||
+                                  graph.tensor(fused.input(1)).shape.rank() < 2))
+      continue;
+    std::vector<int> absorbed;  // node indices taken into the fused node
+    TensorId cur = y0;
+    bool has_bias = fused.input(2) != kNoTensor, has_res = false, has_act = false;
+    auto next = [&]() -> int {
+      if (IsGraphOutput(graph, cur))
+        return -1;
+      std::vector<int> c = Consumers(graph, cur);
+      int uses = 0;
+      for (const Node &n : graph.nodes)
+        for (TensorId i : n.inputs)
+          uses += i == cur;
+      return c.size() == 1 && uses == 1 ? c[0] : -1;
+    };
+    for (;;) {
+      const int c = next();
+      if (c < 0)
+        break;
+      const Node &n = graph.nodes[static_cast<size_t>(c)];
+      const TensorId out = n.outputs.empty() ? kNoTensor : n.outputs[0];
+      if (out == kNoTensor || graph.tensor(out).dtype != dt || graph.tensor(out).shape != ys)
+        break;
+      if (n.op == OpKind::kAdd) {
+        const TensorId other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
+        const Tensor &ot = graph.tensor(other);
+        if (ot.dtype != dt)
+          break;
+        if (!has_bias && !has_act && !has_res && ot.is_constant()) {
+          // A per-channel constant for a conv ((M), (M,1,1), (1,M,1,1)), anything that
+          // broadcasts to the output for a gemm.
+          if (op == OpKind::kConv) {
+            const int64_t m = ys[1];
+            if (ot.shape.NumElements() != m)
+              break;
+            Shape want = ys;
+            for (size_t d = 0; d < want.rank(); ++d)
+              want[d] = d == 1 ? m : 1;
+            auto bc = BroadcastShapes(ot.shape, want);
+            if (!bc.ok() || *bc != want || ot.shape.rank() > want.rank())
+              break;
+            if (ot.shape.rank() == 1 && m != 1 && ys.rank() > 2)
+              break;  // (M) aligns with the last dim
+            Tensor b = ot;
+            b.name = graph.UniqueName(ot.name + "_bias");
+            b.shape = Shape{m};
+            fused.inputs.resize(3);
+            fused.inputs[2] = graph.AddTensor(std::move(b));
+          } else {
+            if (op == OpKind::kGemm && fused.attrs.Float("beta", 1.f) != 1.f)
+              break;
+            fused.inputs.resize(3);
+            fused.inputs[2] = other;
+            fused.attrs.Set("beta", 1.f);
+          }
+          has_bias = true;
+        } else if (!has_res && !ot.is_constant() && ot.shape == ys) {
+          fused.inputs.resize(4, kNoTensor);
+          fused.inputs[3] = other;
+          fused.attrs.Set("residual_after_activation", static_cast<int64_t>(has_act ? 1 : 0));
+          has_res = true;
+        } else {
+          break;
+        }
+      } else if (!has_act && !has_res) {
+        Attributes act;
+        if (!FusableActivation(graph, n, &act))
+          break;
+        for (const auto &[key, v] : act.map())
+          fused.attrs.Set(key, v);
+        has_act = true;
+      } else {
+        break;
+      }
+      absorbed.push_back(c);
+      cur = out;
+    }
+    if (absorbed.empty())
+      continue;
+    fused.op = op == OpKind::kConv ? OpKind::kFusedConv : OpKind::kFusedGemm;
+    if (op == OpKind::kMatMul) {
+      fused.attrs.Set("alpha", 1.f);
+      fused.attrs.Set("beta", 1.f);
+    }
+    fused.outputs = {cur};
+    // The fused node takes the place of the last absorbed node, after all its inputs.
+    const int last = *std::max_element(absorbed.begin(), absorbed.end());
+    graph.nodes[static_cast<size_t>(last)] = fused;
+    absorbed.push_back(static_cast<int>(k));
+    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
+    for (int a : absorbed)
+      if (a != last)
+        graph.nodes.erase(graph.nodes.begin() + a);
+    --k;  // the node now at k was after the conv; look at it again
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+bool ChainOp(OpKind op) {
+  switch (op) {
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow:
+    case OpKind::kSqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kReciprocal:
+    case OpKind::kRelu:
+    case OpKind::kLeakyRelu:
+    case OpKind::kElu:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kTanh:
+    case OpKind::kErf:
+    case OpKind::kSoftplus:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status FuseElementwiseChains(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node head = graph.nodes[k];
+    if (!ChainOp(head.op) || head.outputs.size() != 1)
+      continue;
+    const TensorId y0 = head.outputs[0];
+    const DType dt = graph.tensor(y0).dtype;
+    const Shape ys = graph.tensor(y0).shape;
+    if (dt != DType::kFloat32 && dt != DType::kFloat16)
+      continue;
+    Node chain;
+    chain.op = OpKind::kElementwiseChain;
+    chain.name = head.name;
+    chain.opset = head.opset;
+    std::vector<std::string> ops;
+    std::vector<int64_t> operand, swap;
+    std::vector<float> alpha, beta;
+    // Adds one step; `v` is the running value's tensor (input 0 of the chain for the head).
+    auto add_step = [&](const Node &n, TensorId v) -> bool {
+      if (ClassOf(n.op) == OpClass::kUnary) {
+        ref::UnaryParams p = ref::GetUnaryParams(n.op, n.attrs);
+        ops.push_back(OpName(n.op));
+        operand.push_back(-1);
+        swap.push_back(0);
+        alpha.push_back(static_cast<float>(p.alpha));
+        beta.push_back(static_cast<float>(p.beta));
+        return true;
+      }
+      const bool first = n.inputs[0] == v;
+      const TensorId other = first ? n.inputs[1] : n.inputs[0];
+      const Tensor &ot = graph.tensor(other);
+      if (ot.dtype != dt)
+        return false;
+      if (BroadcastShapes(ot.shape, ys).ok() == false ||
+          BroadcastShapes(ot.shape, ys).value() != ys)
+        return false;
+      ops.push_back(OpName(n.op));
+      swap.push_back(first ? 0 : 1);
+      beta.push_back(0.f);
+      if (IsScalarConstant(ot)) {
+        operand.push_back(-1);
+        alpha.push_back(static_cast<float>(ScalarValue(ot)));
+        return true;
+      }
+      alpha.push_back(0.f);
+      auto it = std::find(chain.inputs.begin(), chain.inputs.end(), other);
+      if (it == chain.inputs.end()) {
+        chain.inputs.push_back(other);
+        it = chain.inputs.end() - 1;
+      }
+      operand.push_back(it - chain.inputs.begin());
+      return true;
+    };
+    // The head's running value: its non-constant input (the first one for binary ops).
+    TensorId x = head.inputs[0];
+    if (ClassOf(head.op) == OpClass::kBinary && graph.tensor(x).is_constant() &&
+        !graph.tensor(head.inputs[1]).is_constant())
+      x = head.inputs[1];
+    if (graph.tensor(x).shape != ys || graph.tensor(x).dtype != dt)
+      continue;
+    chain.inputs.push_back(x);
+    if (!add_step(head, x))
+      continue;
+    std::vector<int> absorbed{static_cast<int>(k)};
+    TensorId cur = y0;
+    for (;;) {
+      if (IsGraphOutput(graph, cur))
+        break;
+      int uses = 0, c = -1;
+      for (size_t j = 0; j < graph.nodes.size(); ++j)
+        for (TensorId i : graph.nodes[j].inputs)
+          if (i == cur) {
+            ++uses;
+            c = static_cast<int>(j);
+          }
+      if (uses != 1)
+        break;
+      const Node &n = graph.nodes[static_cast<size_t>(c)];
+      if (!ChainOp(n.op) || n.outputs.size() != 1)
+        break;
+      const Tensor &o = graph.tensor(n.outputs[0]);
+      if (o.dtype != dt || o.shape != ys)
+        break;
+      if (ClassOf(n.op) == OpClass::kBinary && n.inputs[0] == cur && n.inputs[1] == cur)
+        break;
+      if (!add_step(n, cur))
+        break;
+      absorbed.push_back(c);
+      cur = n.outputs[0];
+    }
+    if (absorbed.size() < 2)
+      continue;
+    chain.outputs = {cur};
+    chain.attrs.Set("ops", ops);
+    chain.attrs.Set("operand", operand);
+    chain.attrs.Set("swap", swap);
+    chain.attrs.Set("step_alpha", alpha);
+    chain.attrs.Set("step_beta", beta);
+    const int last = *std::max_element(absorbed.begin(), absorbed.end());
+    graph.nodes[static_cast<size_t>(last)] = chain;
+    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
+    for (int a : absorbed)
+      if (a != last)
+        graph.nodes.erase(graph.nodes.begin() + a);
+    --k;
+  }
+  return Status::Ok();
+}
+
+Status EliminateDeadCode(Graph &graph) {
+  graph.RemoveDeadCode();
+  return Status::Ok();
+}
+
+Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
+  OP_RETURN_IF_ERROR(FoldConstants(graph));
+  OP_RETURN_IF_ERROR(RemoveIdentities(graph));
+  OP_RETURN_IF_ERROR(RemoveCastPairs(graph));
+  if (options.fuse) {
+    OP_RETURN_IF_ERROR(FoldBatchNormIntoConv(graph));
+    OP_RETURN_IF_ERROR(FuseConvGemm(graph));
+    OP_RETURN_IF_ERROR(FuseElementwiseChains(graph));
+  }
+  OP_RETURN_IF_ERROR(EliminateDeadCode(graph));
+  return graph.Validate();
+}
+
+}  // namespace op::nn
