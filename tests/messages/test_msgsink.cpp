@@ -406,6 +406,61 @@ TEST(MsgSink, StopMidStreamLeavesACompleteLog) {
   std::remove(path.c_str());
 }
 
+TEST(MsgSink, InvalidServicesFailStart) {
+  Sink sink;
+  sink.Set("services", "modelV2,laneLines");
+  EXPECT_EQ(gst_element_set_state(sink.element, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  std::string error = sink.Error();
+  EXPECT_NE(error.find("'laneLines'"), std::string::npos) << error;
+  gst_element_set_state(sink.element, GST_STATE_NULL);
+}
+
+TEST(MsgSink, Float16TensorsAreWidened) {
+  // The same outputs as float16: every value below is exact in half precision, so the
+  // messages must equal those of the float32 stream.
+  Layout l32 = MakeLayout();
+  Layout l16 = l32;
+  for (auto &t : l16.info.tensors)
+    t.type = GstOpTensorType::kFloat16;
+  std::vector<float> raw = RawFrame(l32, 3);
+  std::vector<uint16_t> half(raw.size());
+  for (size_t i = 0; i < raw.size(); i++) {
+    // Round to a multiple of 1/256 in [-2, 2]: representable as a normal half.
+    float q = std::round(raw[i] * 256.0f) / 256.0f;
+    raw[i] = q;
+    uint32_t bits;
+    std::memcpy(&bits, &q, 4);
+    if (q == 0.0f) {
+      half[i] = uint16_t(bits >> 16);
+      continue;
+    }
+    const uint32_t sign = bits >> 31, exponent = (bits >> 23) & 0xff, mantissa = bits & 0x7fffff;
+    half[i] = uint16_t(sign << 15 | (exponent - 127 + 15) << 10 | mantissa >> 13);
+  }
+  std::vector<std::vector<uint8_t>> out[2];
+  for (int run = 0; run < 2; run++) {
+    Sink sink;
+    sink.Set("emit-signals", "true");
+    sink.Set("timestamps", "stream");
+    sink.Start(run == 0 ? l32 : l16);
+    GstBuffer *buffer = gst_buffer_new();
+    for (int t = 0; t < 2; t++) {
+      size_t offset = t == 0 ? 0 : l32.vision, n = t == 0 ? l32.vision : l32.policy;
+      gpointer copy =
+          run == 0 ? g_memdup2(raw.data() + offset, n * 4) : g_memdup2(half.data() + offset, n * 2);
+      gsize bytes = run == 0 ? n * 4 : n * 2;
+      gst_buffer_append_memory(
+          buffer, gst_memory_new_wrapped(GstMemoryFlags(0), copy, bytes, 0, bytes, copy, g_free));
+    }
+    GstOpFrameMeta *meta = gst_buffer_add_op_frame_meta(buffer);
+    meta->calibration_seen = TRUE;
+    ASSERT_EQ(sink.Push(buffer), GST_FLOW_OK) << sink.Error();
+    out[run] = sink.received.bytes;
+  }
+  ASSERT_EQ(out[0].size(), 3u);
+  EXPECT_EQ(out[0], out[1]);
+}
+
 #ifdef OP_HAVE_ZMQ
 TEST(MsgSink, PublishReachesASubscriber) {
   Layout l = MakeLayout();
@@ -437,6 +492,22 @@ TEST(MsgSink, PublishReachesASubscriber) {
   Decoded d = Decode(got);
   ASSERT_TRUE(d.event().isModelV2());
   EXPECT_GE(d.event().getModelV2().getFrameId(), 300u);
+}
+
+TEST(MsgSink, PublishPortInUseIsNamed) {
+  Layout l = MakeLayout();
+  Sink first;
+  first.Set("publish", "true");
+  first.Set("services", "cameraOdometry");
+  first.Start(l);
+  ASSERT_EQ(first.Error(), "");
+  Sink second;
+  second.Set("publish", "true");
+  second.Set("services", "cameraOdometry");
+  EXPECT_EQ(gst_element_set_state(second.element, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  std::string error = second.Error();
+  EXPECT_NE(error.find("tcp://127.0.0.1:50972"), std::string::npos) << error;
+  gst_element_set_state(second.element, GST_STATE_NULL);
 }
 #endif
 
