@@ -17,7 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kMinOpset = 7;
+// Opset 6 is accepted too (PyTorch's older exports): its ops mean what opset 7's do except the
+// legacy `broadcast`/`axis` attributes, which shape inference refuses where they differ.
+constexpr int kMinOpset = 6;
 constexpr int kMaxOpset = 17;
 
 StatusOr<std::string> ReadFile(const std::string &path) {
@@ -282,7 +284,8 @@ struct Importer {
       if (ids.count(init.name()))
         return Corrupt("initializer '" + init.name() + "' twice");
       OP_ASSIGN_OR_RETURN(Tensor t, ConvertTensor(init, base_dir));
-      ids.emplace(t.name, g.AddTensor(std::move(t)));
+      const std::string name = t.name;  // read before the move below
+      ids.emplace(name, g.AddTensor(std::move(t)));
     }
     if (gp.sparse_initializer_size() > 0)
       return Unsupported("sparse initializers");
@@ -309,7 +312,8 @@ struct Importer {
         t.name = n.output(0);
         if (ids.count(t.name))
           return Corrupt("tensor '" + t.name + "' is written twice");
-        ids.emplace(t.name, g.AddTensor(std::move(t)));
+        const std::string name = t.name;  // read before the move below
+        ids.emplace(name, g.AddTensor(std::move(t)));
         continue;
       }
       Node node;

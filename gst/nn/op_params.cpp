@@ -121,13 +121,15 @@ StatusOr<WindowParams> GetWindowParams(const Node &node, const Inputs &in) {
         out = in_d * p.strides[i];
       }
       if (out >= 0) {
-        const int64_t total = full - out;
+        // Floor division: a negative total (output_shape larger than the full output) puts
+        // the extra row at the end, as ONNX's reference implementation does.
+        const int64_t total = full - out, half = FloorDiv(total, 2);
         if (auto_pad == "SAME_UPPER") {
-          p.pads_begin[i] = total / 2;
-          p.pads_end[i] = total - total / 2;
+          p.pads_begin[i] = half;
+          p.pads_end[i] = total - half;
         } else {
-          p.pads_begin[i] = total - total / 2;
-          p.pads_end[i] = total / 2;
+          p.pads_begin[i] = total - half;
+          p.pads_end[i] = half;
         }
       } else if (auto_pad == "VALID") {
         p.pads_begin[i] = p.pads_end[i] = 0;

@@ -439,8 +439,12 @@ Status RunResize(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
   const std::vector<int64_t> xst = Strides(xs);
   // Source coordinate of output index i along dim d (ONNX's coordinate_transformation_mode).
   auto source = [&](size_t d, int64_t i, bool *outside) -> double {
-    const double scale = p.scales[d], in_d = static_cast<double>(xs[d]),
-                 out_d = static_cast<double>(ys[d]);
+    // The resized length is in * scale, unrounded when scales were given (ONNX's reference
+    // uses it so in align_corners and tf_crop_and_resize); equal to the output dim for sizes.
+    const double scale = p.scales[d], in_d = static_cast<double>(xs[d]);
+    const double out_d = p.coord == "align_corners" || p.coord == "tf_crop_and_resize"
+                             ? in_d * scale
+                             : static_cast<double>(ys[d]);
     const double fi = static_cast<double>(i);
     *outside = false;
     if (p.coord == "half_pixel")

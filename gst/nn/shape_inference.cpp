@@ -190,6 +190,14 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, DType::kBool, x->shape);
       break;
     case OpKind::kDropout:
+      // Training mode (opset 12+: a third input that is true) drops values at random.
+      if (in.size() > 2 && in[2]) {
+        if (!in[2]->is_constant())
+          return Unsupported(n.Describe() + ": runtime training_mode");
+        OP_ASSIGN_OR_RETURN(auto tm, ConstantInts(*in[2]));
+        if (!tm.empty() && tm[0])
+          return Unsupported(n.Describe() + ": training mode");
+      }
       set(0, x->dtype, x->shape);
       set(1, DType::kBool, x->shape);
       break;
@@ -225,6 +233,9 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       OP_RETURN_IF_ERROR(need(2));
       if (n.attrs.Int("broadcast", 0) && n.attrs.Has("axis"))
         return Unsupported(n.Describe() + ": legacy broadcast with an axis");
+      if (n.op == OpKind::kPRelu && n.opset < 7 && in[1]->shape.rank() == 1 &&
+          in[1]->shape[0] != 1 && x->shape.rank() > 1)
+        return Unsupported(n.Describe() + ": per-channel slope of opset 6");
       OP_ASSIGN_OR_RETURN(Shape s, BroadcastAll(n, in));
       const bool compare = n.op == OpKind::kEqual || n.op == OpKind::kLess ||
                            n.op == OpKind::kGreater || n.op == OpKind::kGreaterOrEqual ||
