@@ -268,6 +268,26 @@ TEST(Layout, LiveCalibrationData) {
                 {12, "list<float32>@p7"}});
 }
 
+// Not on the contract page: the leading fields a replay reads from openpilot's roadCameraState
+// and liveDelay, placed by hand with Cap'n Proto's rules (ordinal order, first hole that fits).
+TEST(Layout, ReplayInputs) {
+  auto frame = capnp::Schema::from<op::msg::FrameData>();
+  std::map<unsigned, std::string> actual;
+  for (auto field : frame.getFields())
+    actual[field.getProto().getOrdinal().getExplicit()] = Place(field);
+  EXPECT_EQ(actual, (std::map<unsigned, std::string>{{0, "uint32@byte0"},
+                                                     {1, "uint32@byte4"},
+                                                     {2, "uint64@byte8"},
+                                                     {3, "int32@byte16"},
+                                                     {4, "int32@byte20"},
+                                                     {5, "int32@byte24"},
+                                                     {6, "data@p0"},
+                                                     {7, "uint16@byte28"},
+                                                     {8, "uint64@byte32"}}));
+  ExpectStruct(capnp::Schema::from<op::msg::LiveDelayData>(), 2, 0,
+               {{0, "float32@byte0"}, {1, "int32@byte4"}, {2, "enum@byte8"}});
+}
+
 // The enums' values are on the wire too.
 TEST(Layout, Enums) {
   EXPECT_EQ(static_cast<int>(op::msg::LaneChangeState::LANE_CHANGE_FINISHING), 3);
