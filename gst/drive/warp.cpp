@@ -72,6 +72,16 @@ void Warper::SetMatrix(const Mat3 &m) {
   matrices_ = ToKernelMatrices(m);
 }
 
+Status Warper::SetLayout(const Nv12Layout &layout) {
+  OP_RETURN_IF_ERROR(layout.Validate());
+  if (layout.width != layout_.width || layout.height != layout_.height)
+    return InvalidArgument("frame size changed from " + std::to_string(layout_.width) + "x" +
+                           std::to_string(layout_.height) + " to " + std::to_string(layout.width) +
+                           "x" + std::to_string(layout.height) + "; a new size needs a new warper");
+  layout_ = layout;
+  return Status::Ok();
+}
+
 Status Warper::Reset() {
   OP_ASSIGN_OR_RETURN(zeroed_,
                       queue_.Fill(history_.get(), 0, kHistoryFrames * kFrameTensorBytes, 0));

@@ -41,6 +41,9 @@ class Warper {
                                                   int vector_width = 0);
 
   const Nv12Layout &layout() const { return layout_; }
+  // Takes another layout of the same frame size for the following frames (a source that pads
+  // differently, or a plane offset inside a larger buffer), keeping the history.
+  Status SetLayout(const Nv12Layout &layout);
   // The matrix mapping model pixels to camera pixels (see WarpMatrix); rounded to float32 here,
   // used by every following frame. Until it is set the warp uses the identity.
   void SetMatrix(const Mat3 &m);

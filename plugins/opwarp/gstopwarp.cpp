@@ -1,0 +1,821 @@
+/**
+ * SECTION:element-opwarp
+ *
+ * Turns NV12 camera frames into the input openpilot's driving networks expect: the calibration
+ * and the camera intrinsics give the warp matrix, each frame is warped (nearest neighbour, round
+ * half to even, clamp to edge) into six 128×256 planes (four luma phases, U, V), the element
+ * keeps the last five prepared frames on the device and emits frame t−4 then frame t as one
+ * uint8 tensor (1,12,128,256) named after `model-input`. Everything runs on the pipeline's
+ * OpenCL queue; the output carries the completion event. Frames in system memory are uploaded
+ * once, and the output falls back to system memory when downstream needs it. Timestamps and
+ * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
+ * seen and the time spent here. Every frame enters the history (openpilot warps frames that
+ * follow a drop), so the element never drops frames for QoS.
+ *
+ * ## Example
+ * |[
+ * gst-launch-1.0 filesrc location=road.nv12 ! \
+ *     rawvideoparse format=nv12 width=1928 height=1208 framerate=20/1 ! \
+ *     opwarp rpy="0,0.02,-0.01" ! filesink location=img.bin
+ * ]|
+ *
+ * ## Properties
+ * - `model-input` (`img` | `big_img`, default `img`): the network input to prepare; `img` uses
+ *   the medmodel frame, `big_img` the sbigmodel frame. Also names the output tensor.
+ * - `camera` (`auto` | `road` | `wide`, default `auto`): whose preset intrinsics to use; `auto`
+ *   is road for `img` and wide for `big_img`.
+ * - `device-type` (`auto` | `tici` | `tizi` | `mici`, default `auto`): the camera presets;
+ *   `auto` goes by the frame size (1928×1208 tici, 1344×760 mici).
+ * - `intrinsics` (string, default ""): "fx,fy,cx,cy" in pixels for any other camera (then any
+ *   frame size works); overrides the presets.
+ * - `rpy` (string, default "", changeable while PLAYING): the calibration "roll,pitch,yaw" in
+ *   radians. Until one is given (here or by an "op-calibration" event) the warp uses zeros and
+ *   the meta says the calibration was not seen. A malformed string is refused with a warning
+ *   and the previous value stays; "" clears it.
+ * - `device` (string, default "auto"): the OpenCL device, when no context is shared yet.
+ */
+#include "opwarp/gstopwarp.h"
+
+#include <gst/video/video.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "drive/camera.h"
+#include "drive/warp.h"
+#include "op/gstopbufferpool.h"
+#include "op/gstopmemory.h"
+#include "op/gstoptensor.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
+#define GST_CAT_DEFAULT gst_op_warp_debug
+
+using op::drive::CameraRole;
+using op::drive::DeviceType;
+using op::drive::ModelFrame;
+
+// ---- Enums --------------------------------------------------------------------------------
+
+enum GstOpWarpModelInput { GST_OP_WARP_MODEL_INPUT_IMG, GST_OP_WARP_MODEL_INPUT_BIG_IMG };
+enum GstOpWarpCamera { GST_OP_WARP_CAMERA_AUTO, GST_OP_WARP_CAMERA_ROAD, GST_OP_WARP_CAMERA_WIDE };
+enum GstOpWarpDeviceType {
+  GST_OP_WARP_DEVICE_TYPE_AUTO,
+  GST_OP_WARP_DEVICE_TYPE_TICI,
+  GST_OP_WARP_DEVICE_TYPE_TIZI,
+  GST_OP_WARP_DEVICE_TYPE_MICI,
+};
+
+static GType gst_op_warp_model_input_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_OP_WARP_MODEL_INPUT_IMG, "img: road camera, medmodel frame", "img"},
+      {GST_OP_WARP_MODEL_INPUT_BIG_IMG, "big_img: wide camera, sbigmodel frame", "big_img"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type))
+    g_once_init_leave(&type, g_enum_register_static("GstOpWarpModelInput", values));
+  return type;
+}
+
+static GType gst_op_warp_camera_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_OP_WARP_CAMERA_AUTO, "road for img, wide for big_img", "auto"},
+      {GST_OP_WARP_CAMERA_ROAD, "the road (narrow) camera", "road"},
+      {GST_OP_WARP_CAMERA_WIDE, "the wide camera", "wide"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type))
+    g_once_init_leave(&type, g_enum_register_static("GstOpWarpCamera", values));
+  return type;
+}
+
+static GType gst_op_warp_device_type_get_type() {
+  static GType type = 0;
+  static const GEnumValue values[] = {
+      {GST_OP_WARP_DEVICE_TYPE_AUTO, "from the frame size", "auto"},
+      {GST_OP_WARP_DEVICE_TYPE_TICI, "comma 3 (1928x1208)", "tici"},
+      {GST_OP_WARP_DEVICE_TYPE_TIZI, "comma 3X (1928x1208)", "tizi"},
+      {GST_OP_WARP_DEVICE_TYPE_MICI, "comma four (1344x760)", "mici"},
+      {0, nullptr, nullptr}};
+  if (g_once_init_enter(&type))
+    g_once_init_leave(&type, g_enum_register_static("GstOpWarpDeviceType", values));
+  return type;
+}
+
+// ---- Calibration event --------------------------------------------------------------------
+
+GstEvent *gst_op_calibration_event_new(gdouble roll, gdouble pitch, gdouble yaw) {
+  return gst_event_new_custom(
+      GST_EVENT_CUSTOM_DOWNSTREAM,
+      gst_structure_new(GST_OP_CALIBRATION_EVENT_NAME, "roll", G_TYPE_DOUBLE, roll, "pitch",
+                        G_TYPE_DOUBLE, pitch, "yaw", G_TYPE_DOUBLE, yaw, nullptr));
+}
+
+gboolean gst_op_calibration_event_parse(GstEvent *event, gdouble *roll, gdouble *pitch,
+                                        gdouble *yaw) {
+  if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CUSTOM_DOWNSTREAM)
+    return FALSE;
+  const GstStructure *s = gst_event_get_structure(event);
+  if (!s || !gst_structure_has_name(s, GST_OP_CALIBRATION_EVENT_NAME))
+    return FALSE;
+  gdouble r = 0, p = 0, y = 0;
+  if (!gst_structure_get_double(s, "roll", &r) || !gst_structure_get_double(s, "pitch", &p) ||
+      !gst_structure_get_double(s, "yaw", &y) || !std::isfinite(r) || !std::isfinite(p) ||
+      !std::isfinite(y))
+    return FALSE;
+  if (roll)
+    *roll = r;
+  if (pitch)
+    *pitch = p;
+  if (yaw)
+    *yaw = y;
+  return TRUE;
+}
+
+// ---- Element state ------------------------------------------------------------------------
+
+enum {
+  PROP_0,
+  PROP_MODEL_INPUT,
+  PROP_CAMERA,
+  PROP_DEVICE_TYPE,
+  PROP_INTRINSICS,
+  PROP_RPY,
+};
+
+namespace {
+
+// What the properties and events set; read by the streaming thread. Guarded by Impl::lock.
+struct Settings {
+  GstOpWarpModelInput model_input = GST_OP_WARP_MODEL_INPUT_IMG;
+  GstOpWarpCamera camera = GST_OP_WARP_CAMERA_AUTO;
+  GstOpWarpDeviceType device_type = GST_OP_WARP_DEVICE_TYPE_AUTO;
+  std::string intrinsics_string;
+  std::optional<op::drive::Intrinsics> intrinsics;
+  std::string rpy_string;
+  op::drive::Rpy rpy;
+  bool calibration_seen = false;
+  uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
+};
+
+// An input frame in system memory the device is still reading: released by the upload's event
+// callback, so the streaming thread never waits for the transfer.
+struct PendingInput {
+  GstOpWarp *self;
+  GstBuffer *buffer;
+  GstMapInfo map;
+};
+
+// Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
+struct Stream {
+  GstVideoInfo caps_info;
+  op::drive::Intrinsics camera;
+  ModelFrame model = ModelFrame::kMedmodel;
+  CameraRole role = CameraRole::kRoad;
+  std::unique_ptr<op::drive::Warper> warper;
+  uint64_t applied_version = UINT64_MAX;
+  op::cl::MemHandle staging;  // system-memory frames are uploaded here (allocated once)
+  size_t staging_bytes = 0;
+  op::cl::EventHandle staging_event;  // the last upload, alive while a wait list names it
+  op::cl::MemHandle download;         // the output for system-memory buffers (allocated once)
+  uint64_t frames = 0;
+};
+
+struct Impl {
+  std::mutex lock;  // guards settings
+  Settings settings;
+  std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
+  Stream stream;
+  // Uploads still in flight; stop() waits for them.
+  std::mutex pending_lock;
+  std::condition_variable idle;
+  int in_flight = 0;
+};
+
+const char *ModelInputName(GstOpWarpModelInput m) {
+  return m == GST_OP_WARP_MODEL_INPUT_BIG_IMG ? "big_img" : "img";
+}
+
+}  // namespace
+
+struct _GstOpWarp {
+  GstOpBaseFilter parent;
+  Impl *impl;
+};
+
+G_DEFINE_TYPE(GstOpWarp, gst_op_warp, GST_TYPE_OP_BASE_FILTER)
+GST_ELEMENT_REGISTER_DEFINE(opwarp, "opwarp", GST_RANK_NONE, GST_TYPE_OP_WARP)
+
+#define SINK_CAPS                                                          \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_OP_CL, "NV12") \
+  "; " GST_VIDEO_CAPS_MAKE("NV12")
+#define SRC_CAPS \
+  GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL "); " GST_OP_TENSOR_CAPS_NAME
+
+static GstStaticPadTemplate sink_template =
+    GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(SINK_CAPS));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(SRC_CAPS));
+
+// The output tensor for the current model input (system memory; features added by the caller).
+static GstOpTensorInfo OutputInfo(GstOpWarpModelInput m) {
+  GstOpTensorInfo info;
+  GstOpTensorDesc d;
+  d.name = ModelInputName(m);
+  d.type = GstOpTensorType::kUint8;
+  d.dims = {1, 2 * op::drive::kChannelsPerFrame, op::drive::kPlaneRows, op::drive::kPlaneCols};
+  info.tensors.push_back(d);
+  return info;
+}
+
+// ---- Properties ---------------------------------------------------------------------------
+
+static void SetRpyString(GstOpWarp *self, const char *value) {
+  Impl &impl = *self->impl;
+  const std::string text = value ? value : "";
+  if (text.empty()) {
+    std::lock_guard<std::mutex> guard(impl.lock);
+    impl.settings.rpy_string.clear();
+    impl.settings.rpy = {};
+    impl.settings.calibration_seen = false;
+    impl.settings.calibration_version++;
+    return;
+  }
+  auto rpy = op::drive::ParseRpy(text);
+  if (!rpy.ok()) {
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
+                         "the previous calibration stays",
+                         text.c_str()),
+                        ("%s", rpy.status().ToString().c_str()));
+    return;
+  }
+  std::lock_guard<std::mutex> guard(impl.lock);
+  impl.settings.rpy_string = text;
+  impl.settings.rpy = *rpy;
+  impl.settings.calibration_seen = true;
+  impl.settings.calibration_version++;
+}
+
+static void SetIntrinsicsString(GstOpWarp *self, const char *value) {
+  Impl &impl = *self->impl;
+  const std::string text = value ? value : "";
+  if (text.empty()) {
+    std::lock_guard<std::mutex> guard(impl.lock);
+    impl.settings.intrinsics_string.clear();
+    impl.settings.intrinsics.reset();
+    return;
+  }
+  auto k = op::drive::ParseIntrinsics(text);
+  if (!k.ok()) {
+    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
+                        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
+                         "previous value stays",
+                         text.c_str()),
+                        ("%s", k.status().ToString().c_str()));
+    return;
+  }
+  std::lock_guard<std::mutex> guard(impl.lock);
+  impl.settings.intrinsics_string = text;
+  impl.settings.intrinsics = *k;
+}
+
+static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  auto *self = GST_OP_WARP(object);
+  Impl &impl = *self->impl;
+  switch (prop_id) {
+    case PROP_MODEL_INPUT: {
+      std::lock_guard<std::mutex> guard(impl.lock);
+      impl.settings.model_input = GstOpWarpModelInput(g_value_get_enum(value));
+      break;
+    }
+    case PROP_CAMERA: {
+      std::lock_guard<std::mutex> guard(impl.lock);
+      impl.settings.camera = GstOpWarpCamera(g_value_get_enum(value));
+      break;
+    }
+    case PROP_DEVICE_TYPE: {
+      std::lock_guard<std::mutex> guard(impl.lock);
+      impl.settings.device_type = GstOpWarpDeviceType(g_value_get_enum(value));
+      break;
+    }
+    case PROP_INTRINSICS:
+      SetIntrinsicsString(self, g_value_get_string(value));
+      break;
+    case PROP_RPY:
+      SetRpyString(self, g_value_get_string(value));
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
+}
+
+static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  auto *self = GST_OP_WARP(object);
+  Impl &impl = *self->impl;
+  std::lock_guard<std::mutex> guard(impl.lock);
+  switch (prop_id) {
+    case PROP_MODEL_INPUT:
+      g_value_set_enum(value, impl.settings.model_input);
+      break;
+    case PROP_CAMERA:
+      g_value_set_enum(value, impl.settings.camera);
+      break;
+    case PROP_DEVICE_TYPE:
+      g_value_set_enum(value, impl.settings.device_type);
+      break;
+    case PROP_INTRINSICS:
+      g_value_set_string(value, impl.settings.intrinsics_string.c_str());
+      break;
+    case PROP_RPY:
+      g_value_set_string(value, impl.settings.rpy_string.c_str());
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
+}
+
+// ---- Caps ---------------------------------------------------------------------------------
+
+static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps,
+                              GstCaps *filter) {
+  auto *self = GST_OP_WARP(trans);
+  GstCaps *out;
+  if (direction == GST_PAD_SINK) {
+    GstOpWarpModelInput model;
+    {
+      std::lock_guard<std::mutex> guard(self->impl->lock);
+      model = self->impl->settings.model_input;
+    }
+    GstCaps *tensor = gst_op_tensor_info_to_caps(OutputInfo(model));
+    out = gst_op_caps_with_both_memories(tensor);
+    gst_caps_unref(tensor);
+  } else {
+    // Any NV12 frame can become the tensor; the size is checked in set_caps.
+    GstCaps *video = gst_static_pad_template_get_caps(&sink_template);
+    out = gst_caps_copy(video);
+    gst_caps_unref(video);
+  }
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(out);
+    out = tmp;
+  }
+  GST_DEBUG_OBJECT(trans, "%s %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+                   direction == GST_PAD_SINK ? "sink" : "src", caps, out);
+  return out;
+}
+
+static op::drive::Nv12Layout LayoutOf(const GstVideoInfo &info) {
+  op::drive::Nv12Layout l;
+  l.width = GST_VIDEO_INFO_WIDTH(&info);
+  l.height = GST_VIDEO_INFO_HEIGHT(&info);
+  l.y_offset = GST_VIDEO_INFO_PLANE_OFFSET(&info, 0);
+  l.y_stride = size_t(GST_VIDEO_INFO_PLANE_STRIDE(&info, 0));
+  l.uv_offset = GST_VIDEO_INFO_PLANE_OFFSET(&info, 1);
+  l.uv_stride = size_t(GST_VIDEO_INFO_PLANE_STRIDE(&info, 1));
+  return l;
+}
+
+static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
+  auto *self = GST_OP_WARP(trans);
+  Impl &impl = *self->impl;
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, incaps) ||
+      GST_VIDEO_INFO_FORMAT(&info) != GST_VIDEO_FORMAT_NV12) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("opwarp takes NV12 video"),
+                      ("caps %" GST_PTR_FORMAT, incaps));
+    return FALSE;
+  }
+  const int w = GST_VIDEO_INFO_WIDTH(&info), h = GST_VIDEO_INFO_HEIGHT(&info);
+  Settings settings;
+  {
+    std::lock_guard<std::mutex> guard(impl.lock);
+    settings = impl.settings;
+  }
+
+  const ModelFrame model = settings.model_input == GST_OP_WARP_MODEL_INPUT_BIG_IMG
+                               ? ModelFrame::kSbigmodel
+                               : ModelFrame::kMedmodel;
+  CameraRole role = model == ModelFrame::kSbigmodel ? CameraRole::kWide : CameraRole::kRoad;
+  if (settings.camera == GST_OP_WARP_CAMERA_ROAD)
+    role = CameraRole::kRoad;
+  if (settings.camera == GST_OP_WARP_CAMERA_WIDE)
+    role = CameraRole::kWide;
+
+  op::drive::Intrinsics camera;
+  if (settings.intrinsics) {
+    camera = *settings.intrinsics;
+  } else {
+    DeviceType device = DeviceType::kTici;
+    switch (settings.device_type) {
+      case GST_OP_WARP_DEVICE_TYPE_AUTO: {
+        auto found = op::drive::DeviceTypeFromFrameSize(w, h);
+        if (!found.ok()) {
+          GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                            ("No camera preset for %dx%d frames: set the \"intrinsics\" property "
+                             "(\"fx,fy,cx,cy\") for this camera",
+                             w, h),
+                            ("%s", found.status().ToString().c_str()));
+          return FALSE;
+        }
+        device = *found;
+        break;
+      }
+      case GST_OP_WARP_DEVICE_TYPE_TICI:
+        device = DeviceType::kTici;
+        break;
+      case GST_OP_WARP_DEVICE_TYPE_TIZI:
+        device = DeviceType::kTizi;
+        break;
+      case GST_OP_WARP_DEVICE_TYPE_MICI:
+        device = DeviceType::kMici;
+        break;
+    }
+    const op::drive::FrameSize sensor = op::drive::SensorSize(device);
+    if (sensor.width != w || sensor.height != h) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                        ("device-type %s has %dx%d frames, these are %dx%d: set the "
+                         "\"intrinsics\" property (\"fx,fy,cx,cy\") for this camera",
+                         op::drive::DeviceTypeName(device), sensor.width, sensor.height, w, h),
+                        ("caps %" GST_PTR_FORMAT, incaps));
+      return FALSE;
+    }
+    camera = op::drive::CameraIntrinsics(device, role);
+    GST_INFO_OBJECT(self, "%s %s camera presets", op::drive::DeviceTypeName(device),
+                    op::drive::CameraRoleName(role));
+  }
+
+  GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
+  if (!ctx) {
+    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("No OpenCL context"), (nullptr));
+    return FALSE;
+  }
+  auto warper = op::drive::Warper::Create(gst_op_context_get_device(ctx),
+                                          gst_op_context_get_queue(ctx), LayoutOf(info));
+  if (!warper.ok()) {
+    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("Could not prepare the warp on the OpenCL device"),
+                      ("%s", warper.status().ToString().c_str()));
+    return FALSE;
+  }
+  if (!op::drive::WarpIsBitExact(*gst_op_context_get_device(ctx)))
+    GST_ELEMENT_WARNING(self, LIBRARY, SETTINGS,
+                        ("The OpenCL device has no correctly rounded float division: the warp "
+                         "may differ from openpilot's by a pixel at rounding boundaries"),
+                        (nullptr));
+
+  std::lock_guard<std::mutex> guard(impl.stream_lock);
+  Stream &st = impl.stream;
+  // Frames in flight may still read the old warper's buffers: the queue is in order, and the
+  // handles keep the OpenCL objects alive until those commands finish.
+  st.caps_info = info;
+  st.camera = camera;
+  st.model = model;
+  st.role = role;
+  st.warper = std::move(warper).value();
+  st.applied_version = UINT64_MAX;
+  GST_DEBUG_OBJECT(self, "in %" GST_PTR_FORMAT ", out %" GST_PTR_FORMAT, incaps, outcaps);
+  return TRUE;
+}
+
+static gboolean TransformSize(GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps,
+                              gsize size, GstCaps *othercaps, gsize *othersize) {
+  if (direction == GST_PAD_SINK) {
+    *othersize = op::drive::kModelInputBytes;
+    return TRUE;
+  }
+  GstVideoInfo info;
+  if (!gst_video_info_from_caps(&info, othercaps))
+    return FALSE;
+  *othersize = GST_VIDEO_INFO_SIZE(&info);
+  return TRUE;
+}
+
+// ---- Events -------------------------------------------------------------------------------
+
+static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {
+  auto *self = GST_OP_WARP(trans);
+  Impl &impl = *self->impl;
+  gdouble roll, pitch, yaw;
+  if (gst_op_calibration_event_parse(event, &roll, &pitch, &yaw)) {
+    const op::drive::Rpy rpy{roll, pitch, yaw};
+    {
+      std::lock_guard<std::mutex> guard(impl.lock);
+      impl.settings.rpy = rpy;
+      impl.settings.rpy_string = op::drive::FormatRpy(rpy);
+      impl.settings.calibration_seen = true;
+      impl.settings.calibration_version++;
+    }
+    GST_DEBUG_OBJECT(self, "calibration event: %s", op::drive::FormatRpy(rpy).c_str());
+    g_object_notify(G_OBJECT(self), "rpy");
+  } else if (GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_DOWNSTREAM &&
+             gst_event_has_name(event, GST_OP_CALIBRATION_EVENT_NAME)) {
+    GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                        ("Ignoring a calibration event without finite roll, pitch and yaw"),
+                        ("%" GST_PTR_FORMAT, gst_event_get_structure(event)));
+  } else if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP) {
+    // After a seek the frames before it are not the context of the frames after it.
+    std::lock_guard<std::mutex> guard(impl.stream_lock);
+    if (impl.stream.warper) {
+      op::Status s = impl.stream.warper->Reset();
+      if (!s.ok())
+        GST_WARNING_OBJECT(self, "history reset failed: %s", s.ToString().c_str());
+    }
+  }
+  return GST_BASE_TRANSFORM_CLASS(gst_op_warp_parent_class)->sink_event(trans, event);
+}
+
+// ---- Frames -------------------------------------------------------------------------------
+
+static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
+  auto *pending = static_cast<PendingInput *>(data);
+  Impl &impl = *pending->self->impl;
+  if (status < 0)
+    GST_WARNING_OBJECT(pending->self, "frame upload failed on the device: %d", status);
+  gst_buffer_unmap(pending->buffer, &pending->map);
+  gst_buffer_unref(pending->buffer);
+  delete pending;
+  std::lock_guard<std::mutex> guard(impl.pending_lock);
+  if (--impl.in_flight == 0)
+    impl.idle.notify_all();
+}
+
+// Makes the input frame available as a cl_mem: OpenCL memory of our context is used in place
+// (its last writer joins `wait`), anything else is uploaded once into the staging buffer.
+// `layout` gets offsets relative to the returned cl_mem.
+static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBuffer *inbuf,
+                                       op::drive::Nv12Layout *layout, op::cl::EventList *wait) {
+  Stream &st = self->impl->stream;
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+  const size_t needed = layout->MinBytes();
+  GstMemory *mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
+  if (mem && gst_is_op_memory_on(mem, ctx)) {
+    GstMapInfo info;
+    if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
+      return op::Internal("could not map the input frame's OpenCL memory");
+    cl_mem frame = gst_op_map_info_get_cl_mem(&info);
+    gst_memory_unmap(mem, &info);
+    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
+    if (!wait->Add(writer.get()))
+      return op::Internal("too many events to wait for");
+    layout->y_offset += mem->offset;
+    layout->uv_offset += mem->offset;
+    return frame;
+  }
+
+  if (!st.staging || st.staging_bytes < needed) {
+    // Once per layout: the first system-memory frame, or one with a larger layout.
+    OP_ASSIGN_OR_RETURN(st.staging, gst_op_context_get_device(ctx)->CreateBuffer(needed));
+    st.staging_bytes = needed;
+  }
+  auto *pending = new PendingInput{self, gst_buffer_ref(inbuf), {}};
+  if (!gst_buffer_map(inbuf, &pending->map, GST_MAP_READ)) {
+    gst_buffer_unref(inbuf);
+    delete pending;
+    return op::IoError("could not map the input frame for reading");
+  }
+  auto written = queue.Write(st.staging.get(), 0, needed, pending->map.data, *wait);
+  if (!written.ok()) {
+    gst_buffer_unmap(inbuf, &pending->map);
+    gst_buffer_unref(inbuf);
+    delete pending;
+    return written.status();
+  }
+  {
+    std::lock_guard<std::mutex> guard(self->impl->pending_lock);
+    self->impl->in_flight++;
+  }
+  if (clSetEventCallback(written->get(), CL_COMPLETE, ReleaseInput, pending) != CL_SUCCESS) {
+    // Without a callback the only safe release is after the copy is done.
+    (void)op::cl::WaitForEvent(written->get());
+    ReleaseInput(written->get(), CL_COMPLETE, pending);
+  }
+  if (!wait->Add(written->get()))
+    return op::Internal("too many events to wait for");
+  // The in-order queue keeps the write alive until it ran; the list only needs its handle now.
+  st.staging_event = std::move(written).value();
+  return st.staging.get();
+}
+
+static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
+  auto *self = GST_OP_WARP(trans);
+  Impl &impl = *self->impl;
+  const auto t0 = std::chrono::steady_clock::now();
+  GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
+  std::lock_guard<std::mutex> stream_guard(impl.stream_lock);
+  Stream &st = impl.stream;
+  if (!ctx || !st.warper) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("opwarp received a frame before its caps"),
+                      (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+
+  // The frame's own layout (GstVideoMeta strides and offsets), checked against its size.
+  GstVideoInfo vinfo;
+  const gsize in_size = gst_buffer_get_size(inbuf);
+  const bool meta_ok = gst_op_video_info_from_buffer(&st.caps_info, inbuf, &vinfo);
+  op::drive::Nv12Layout layout = LayoutOf(meta_ok ? vinfo : st.caps_info);
+  if (!meta_ok || in_size < layout.MinBytes()) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame is smaller than its caps say"),
+                      ("%" G_GSIZE_FORMAT " bytes; %dx%d NV12 with Y stride %zu and UV offset "
+                       "%zu needs %zu",
+                       in_size, layout.width, layout.height, layout.y_stride, layout.uv_offset,
+                       layout.MinBytes()));
+    return GST_FLOW_ERROR;
+  }
+
+  // The calibration, rebuilt into the matrix only when it changed.
+  bool calibration_seen;
+  {
+    std::lock_guard<std::mutex> guard(impl.lock);
+    calibration_seen = impl.settings.calibration_seen;
+    if (st.applied_version != impl.settings.calibration_version) {
+      st.warper->SetMatrix(op::drive::WarpMatrix(st.camera, op::drive::ModelIntrinsics(st.model),
+                                                 impl.settings.rpy));
+      st.applied_version = impl.settings.calibration_version;
+    }
+  }
+
+  op::cl::EventList wait;
+  auto frame = InputFrame(self, ctx, inbuf, &layout, &wait);
+  op::Status s = frame.ok() ? st.warper->SetLayout(layout) : frame.status();
+  if (!s.ok()) {
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not read the input frame"),
+                      ("%s", s.ToString().c_str()));
+    return GST_FLOW_ERROR;
+  }
+
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+  GstMemory *out_mem =
+      gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
+  if (out_mem && gst_is_op_memory_on(out_mem, ctx)) {
+    GstMapInfo info;
+    if (!gst_op_memory_map_cl(out_mem, &info, GST_MAP_WRITE)) {
+      GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not map the output tensor"), (nullptr));
+      return GST_FLOW_ERROR;
+    }
+    cl_mem out = gst_op_map_info_get_cl_mem(&info);
+    gst_memory_unmap(out_mem, &info);
+    op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
+    wait.Add(previous.get());
+    auto done = st.warper->Process(*frame, out, out_mem->offset, wait);
+    s = done.ok() ? queue.Flush() : done.status();
+    if (s.ok()) {
+      gst_op_buffer_set_write_event(outbuf, done->get());
+      // The input is only read, but marking our event on it makes whoever reuses or maps it
+      // next wait until the warp has read it (memories track one event, their last user).
+      GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
+      if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
+        gst_op_memory_set_write_event(in_mem, done->get());
+    }
+  } else {
+    // System-memory output: warp into our own device buffer, then read it back.
+    if (!st.download) {
+      auto mem = gst_op_context_get_device(ctx)->CreateBuffer(op::drive::kModelInputBytes);
+      if (mem.ok())
+        st.download = std::move(mem).value();
+      s = mem.status();
+    }
+    GstMapInfo map;
+    if (s.ok() && !gst_buffer_map(outbuf, &map, GST_MAP_WRITE))
+      s = op::IoError("could not map the output buffer");
+    if (s.ok()) {
+      if (map.size < op::drive::kModelInputBytes) {
+        s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
+      } else {
+        auto done = st.warper->Process(*frame, st.download.get(), 0, wait);
+        auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes,
+                                           map.data, {done->get()})
+                              : op::StatusOr<op::cl::EventHandle>(done.status());
+        // A host wait on purpose: system memory goes downstream as soon as we return, and
+        // nothing there knows about OpenCL events.
+        s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
+      }
+      gst_buffer_unmap(outbuf, &map);
+    }
+  }
+  if (!s.ok()) {
+    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not warp the frame on the OpenCL device"),
+                      ("%s", s.ToString().c_str()));
+    return GST_FLOW_ERROR;
+  }
+
+  // Provenance: upstream's meta was copied with the buffer's metadata; a source without one
+  // gets the frame counter (or buffer offset) as frame id and the PTS as end-of-frame time.
+  const bool had_meta = gst_buffer_get_op_frame_meta(inbuf) != nullptr;
+  GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
+  if (!had_meta) {
+    const guint32 id =
+        GST_BUFFER_OFFSET_IS_VALID(inbuf) ? guint32(GST_BUFFER_OFFSET(inbuf)) : guint32(st.frames);
+    const guint64 eof = GST_BUFFER_PTS_IS_VALID(inbuf) ? GST_BUFFER_PTS(inbuf) : 0;
+    if (st.role == CameraRole::kWide) {
+      meta->wide_frame_id = id;
+      meta->wide_eof_ns = eof;
+    } else {
+      meta->road_frame_id = id;
+      meta->road_eof_ns = eof;
+    }
+  }
+  meta->calibration_seen = calibration_seen;
+  meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+  st.frames++;
+  return GST_FLOW_OK;
+}
+
+// Waits until the device released every uploaded input, then drops the device state.
+static void Close(GstOpBaseFilter *base) {
+  auto *self = GST_OP_WARP(base);
+  Impl &impl = *self->impl;
+  GstOpContext *ctx = gst_op_base_filter_get_context(base);
+  // Stopping: the frames in flight must finish before their buffers and our memory go.
+  if (ctx)
+    (void)gst_op_context_get_queue(ctx).Finish();
+  {
+    std::unique_lock<std::mutex> guard(impl.pending_lock);
+    impl.idle.wait(guard, [&] { return impl.in_flight == 0; });
+  }
+  std::lock_guard<std::mutex> guard(impl.stream_lock);
+  impl.stream = Stream();
+  gst_video_info_init(&impl.stream.caps_info);
+}
+
+static void Finalize(GObject *object) {
+  delete GST_OP_WARP(object)->impl;
+  G_OBJECT_CLASS(gst_op_warp_parent_class)->finalize(object);
+}
+
+static void gst_op_warp_class_init(GstOpWarpClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  GstOpBaseFilterClass *filter_class = GST_OP_BASE_FILTER_CLASS(klass);
+
+  gobject_class->set_property = SetProperty;
+  gobject_class->get_property = GetProperty;
+  gobject_class->finalize = Finalize;
+
+  const auto ready =
+      GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  g_object_class_install_property(
+      gobject_class, PROP_MODEL_INPUT,
+      g_param_spec_enum("model-input", "Model input",
+                        "The network input to prepare (img: medmodel frame, big_img: sbigmodel "
+                        "frame); also the name of the output tensor",
+                        gst_op_warp_model_input_get_type(), GST_OP_WARP_MODEL_INPUT_IMG, ready));
+  g_object_class_install_property(
+      gobject_class, PROP_CAMERA,
+      g_param_spec_enum("camera", "Camera",
+                        "Whose preset intrinsics to use (auto: road for img, wide for big_img)",
+                        gst_op_warp_camera_get_type(), GST_OP_WARP_CAMERA_AUTO, ready));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE_TYPE,
+      g_param_spec_enum("device-type", "Device type",
+                        "Camera presets of the comma device (auto: from the frame size, "
+                        "1928x1208 tici, 1344x760 mici)",
+                        gst_op_warp_device_type_get_type(), GST_OP_WARP_DEVICE_TYPE_AUTO, ready));
+  g_object_class_install_property(
+      gobject_class, PROP_INTRINSICS,
+      g_param_spec_string("intrinsics", "Intrinsics",
+                          "\"fx,fy,cx,cy\" in pixels for a camera without presets (any frame "
+                          "size); empty: the presets",
+                          "", ready));
+  g_object_class_install_property(
+      gobject_class, PROP_RPY,
+      g_param_spec_string(
+          "rpy", "Calibration",
+          "\"roll,pitch,yaw\" in radians (liveCalibration.rpyCalib); empty: not "
+          "calibrated yet (warps with zeros, meta says not seen)",
+          "", GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING)));
+
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+  gst_element_class_set_static_metadata(
+      element_class, "openpilot model-input warp", "Filter/Converter/Video/Scaler/Hardware",
+      "Warps NV12 camera frames with the calibration into openpilot's 6x128x256 model planes on "
+      "an OpenCL device and emits frames t-4 and t as one (1,12,128,256) uint8 tensor",
+      "gst-op developers");
+
+  trans_class->passthrough_on_same_caps = FALSE;
+  trans_class->transform_caps = TransformCaps;
+  trans_class->set_caps = SetCaps;
+  trans_class->transform_size = TransformSize;
+  trans_class->sink_event = SinkEvent;
+  trans_class->transform = Transform;
+  filter_class->close = Close;
+
+  gst_type_mark_as_plugin_api(gst_op_warp_model_input_get_type(), GstPluginAPIFlags(0));
+  gst_type_mark_as_plugin_api(gst_op_warp_camera_get_type(), GstPluginAPIFlags(0));
+  gst_type_mark_as_plugin_api(gst_op_warp_device_type_get_type(), GstPluginAPIFlags(0));
+  GST_DEBUG_CATEGORY_INIT(gst_op_warp_debug, "opwarp", 0, "openpilot model-input warp");
+}
+
+static void gst_op_warp_init(GstOpWarp *self) {
+  self->impl = new Impl();
+  gst_video_info_init(&self->impl->stream.caps_info);
+}
