@@ -1,0 +1,57 @@
+// opc: inspect, compile and run models.
+//
+//   opc info MODEL [--shape name=d0,d1,...]
+//   opc run MODEL --input name=file.npy ... --output-dir DIR [--reference] [--shape ...]
+//   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16] [--shape ...]
+#include <cstdio>
+#include <cstring>
+
+#include "opc.h"
+
+namespace opc {
+
+int Fail(const op::Status &status) {
+  std::fprintf(stderr, "opc: %s\n", status.message().c_str());
+  return 1;
+}
+
+std::string FormatCount(double v, const char *unit) {
+  const char *prefix[] = {"", "K", "M", "G", "T"};
+  int i = 0;
+  while (v >= 1000 && i < 4) {
+    v /= 1000;
+    ++i;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, i ? "%.3g %s%s" : "%.0f %s%s", v, prefix[i], unit);
+  return buf;
+}
+
+}  // namespace opc
+
+static void Usage(FILE *f) {
+  std::fprintf(f,
+               "usage: opc info MODEL [--shape name=d0,d1,...]\n"
+               "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
+               "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
+               "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
+               "               [--shape name=d0,d1,...]\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    Usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  opc::Args args(argv + 2, argv + argc);
+  const std::string cmd = argv[1];
+  if (cmd == "info")
+    return opc::Info(args);
+  if (cmd == "run")
+    return opc::Run(args);
+  if (cmd == "compile")
+    return opc::Compile(args);
+  std::fprintf(stderr, "opc: unknown command '%s'\n", cmd.c_str());
+  Usage(stderr);
+  return 2;
+}
