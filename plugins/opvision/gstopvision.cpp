@@ -1,0 +1,1177 @@
+/**
+ * SECTION:element-opvision
+ *
+ * Runs openpilot's vision network on the OpenCL device. The road tensor arrives on `img`, the
+ * wide tensor on the request pad `big_img`; they are paired by capture time (start-of-frame from
+ * GstOpFrameMeta, else PTS) with openpilot's rule: a wide buffer more than 25 ms older than the
+ * road buffer is dropped, a road buffer more than 25 ms older than the wide one is dropped, and a
+ * pair more than `max-skew` apart is still run, counted and warned about (rate-limited). Without
+ * `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends, or a
+ * live deadline passes without a wide buffer, the road frame runs alone too.
+ *
+ * A frame whose road frame id follows a gap is not evaluated (`skip-after-drop`), as openpilot
+ * does after a drop. The output is the network's output tensor(s) in device memory with the
+ * model's output slices in the caps, timestamps and GstOpFrameMeta of the road buffer, the wide
+ * frame's ids filled in, and the vision stage time (of the last frame the device finished: the
+ * element never waits for the device).
+ *
+ * A single combined network (driving_supercombo: inputs img, big_img, features_buffer,
+ * desire_pulse, traffic_convention) is run with the temporal queues of gst/drive kept on the
+ * device, fed by the `desire` and `traffic-convention` properties or the "op-driving-settings"
+ * event; `opvision ! opmsgsink` is then the whole model.
+ *
+ * Setting `model` while PLAYING loads the new network in the background and swaps it in at a
+ * frame boundary; when its output slices differ the source caps are renegotiated. A model that
+ * fails to load, or whose inputs do not fit the negotiated caps, leaves the old one running and
+ * posts a warning.
+ *
+ * ## Example
+ * |[
+ * gst-launch-1.0 filesrc location=road.hevc ! decodebin ! opwarp role=road ! v.img \
+ *     filesrc location=wide.hevc ! decodebin ! opwarp role=wide ! v.big_img \
+ *     opvision name=v model=driving_vision.onnx ! oppolicy model=driving_policy.onnx ! \
+ *     opmsgsink location=out.rlog
+ * ]|
+ *
+ * ## Properties
+ * - `model` (string): an ONNX model (compiled on first use, cached on disk) or a compiled .opm;
+ *   mutable while PLAYING.
+ * - `device` (string, default "auto"), `precision` (auto, fp32, fp16): READY only.
+ * - `skip-after-drop` (bool, default true), `max-skew` (ns, default 10 ms).
+ * - `desire`, `traffic-convention`: the policy settings of a combined network (mutable live).
+ * - read-only statistics: `frames`, `skipped`, `out-of-sync`, `dropped-wide`, `dropped-road`,
+ *   `qos-dropped`, `mean-time` and `max-time` (device time per frame, ms).
+ */
+#include "gstopvision.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "drive/temporal.h"
+#include "netstage.h"
+#include "op/gstopbasefilter.h"
+#include "op/gstopbufferpool.h"
+#include "op/gstopmemory.h"
+#include "op/gstoptensor.h"
+#include "oppolicy/drivingsettings.h"
+#include "pairing.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_vision_debug);
+#define GST_CAT_DEFAULT gst_op_vision_debug
+
+#define TENSOR_CAPS \
+  GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL "); " GST_OP_TENSOR_CAPS_NAME
+
+static GstStaticPadTemplate img_template =
+    GST_STATIC_PAD_TEMPLATE("img", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(TENSOR_CAPS));
+// A request pad, so that a pipeline without a wide camera has no pad the aggregator waits on.
+static GstStaticPadTemplate big_img_template =
+    GST_STATIC_PAD_TEMPLATE("big_img", GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS(TENSOR_CAPS));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(TENSOR_CAPS));
+
+enum {
+  PROP_0,
+  PROP_MODEL,
+  PROP_DEVICE,
+  PROP_PRECISION,
+  PROP_SKIP_AFTER_DROP,
+  PROP_MAX_SKEW,
+  PROP_DESIRE,
+  PROP_TRAFFIC_CONVENTION,
+  PROP_FRAMES,
+  PROP_SKIPPED,
+  PROP_OUT_OF_SYNC,
+  PROP_DROPPED_WIDE,
+  PROP_DROPPED_ROAD,
+  PROP_QOS_DROPPED,
+  PROP_MEAN_TIME,
+  PROP_MAX_TIME,
+};
+
+#define DEFAULT_DEVICE "auto"
+#define DEFAULT_SKIP_AFTER_DROP TRUE
+#define DEFAULT_MAX_SKEW (10 * GST_MSECOND)
+// At most one out-of-sync warning per this many microseconds (the count keeps growing).
+#define SKEW_WARNING_INTERVAL_US (5 * G_USEC_PER_SEC)
+
+namespace {
+
+using op::vision::DeviceTensor;
+using op::vision::FrameTimer;
+using op::vision::ModelSlot;
+using op::vision::Network;
+
+// Which model input each stream feeds, and the temporal queues of a combined network.
+struct ModelPlan {
+  int img = -1, big_img = -1, features = -1, desire = -1, traffic = -1;
+  bool combined() const { return features >= 0; }
+  int hidden_tensor = -1;  // output tensor holding the hidden_state slice (combined only)
+  int64_t hidden_start = 0, hidden_end = 0;
+  op::drive::TemporalShape shape;
+};
+
+std::string Dims(const GstOpTensorDesc &t) {
+  std::string s = "(";
+  for (size_t i = 0; i < t.dims.size(); i++)
+    s += (i ? "," : "") + std::to_string(t.dims[i]);
+  return s + ")";
+}
+
+op::StatusOr<ModelPlan> PlanModel(const Network &net) {
+  ModelPlan plan;
+  const GstOpTensorInfo &in = net.inputs();
+  for (size_t i = 0; i < in.tensors.size(); i++) {
+    const std::string &name = in.tensors[i].name;
+    int *slot = name == "img"                  ? &plan.img
+                : name == "big_img"            ? &plan.big_img
+                : name == "features_buffer"    ? &plan.features
+                : name == "desire_pulse"       ? &plan.desire
+                : name == "traffic_convention" ? &plan.traffic
+                                               : nullptr;
+    if (!slot)
+      return op::InvalidArgument("model input \"" + name +
+                                 "\" is none of img, big_img, features_buffer, desire_pulse, "
+                                 "traffic_convention");
+    *slot = int(i);
+  }
+  if (plan.img < 0 || plan.big_img < 0)
+    return op::InvalidArgument("the model lacks input \"" +
+                               std::string(plan.img < 0 ? "img" : "big_img") +
+                               "\" (a vision model has inputs img and big_img)");
+  for (int idx : {plan.img, plan.big_img})
+    if (in.tensors[idx].type != GstOpTensorType::kUint8)
+      return op::InvalidArgument("model input \"" + in.tensors[idx].name +
+                                 "\" is not uint8 (camera tensors are uint8)");
+  const int temporal = (plan.features >= 0) + (plan.desire >= 0) + (plan.traffic >= 0);
+  if (temporal == 0)
+    return plan;
+  if (temporal != 3)
+    return op::InvalidArgument(
+        "a combined model needs all of features_buffer, desire_pulse and traffic_convention");
+  const GstOpTensorDesc &f = in.tensors[plan.features];
+  const GstOpTensorDesc &d = in.tensors[plan.desire];
+  const GstOpTensorDesc &t = in.tensors[plan.traffic];
+  for (const GstOpTensorDesc *x : {&f, &d, &t})
+    if (x->type != GstOpTensorType::kFloat32)
+      return op::InvalidArgument("model input \"" + x->name + "\" is not float32");
+  if (f.dims.size() != 3 || f.dims[0] != 1 || d.dims.size() != 3 || d.dims[0] != 1 ||
+      d.dims[1] != f.dims[1] || t.dims != std::vector<int64_t>{1, 2})
+    return op::InvalidArgument("model inputs features_buffer " + Dims(f) + ", desire_pulse " +
+                               Dims(d) + ", traffic_convention " + Dims(t) +
+                               " are not (1,S,W), (1,S,D), (1,2)");
+  plan.shape.steps = int(f.dims[1]);
+  plan.shape.width = int(f.dims[2]);
+  plan.shape.desire_width = int(d.dims[2]);
+  plan.shape.lag = plan.shape.skip - 1;  // the network appends this frame's hidden state
+  OP_RETURN_IF_ERROR(plan.shape.Validate());
+  const GstOpTensorSlice *hidden = net.outputs().FindSlice("hidden_state");
+  if (!hidden)
+    return op::InvalidArgument("a combined model needs an output slice \"hidden_state\"");
+  if (hidden->end - hidden->start != plan.shape.width)
+    return op::InvalidArgument("output slice hidden_state is " +
+                               std::to_string(hidden->end - hidden->start) +
+                               " wide, features_buffer wants " + std::to_string(plan.shape.width));
+  plan.hidden_tensor = net.outputs().Find(hidden->tensor);
+  if (plan.hidden_tensor < 0 ||
+      net.outputs().tensors[plan.hidden_tensor].type != GstOpTensorType::kFloat32)
+    return op::InvalidArgument("the hidden_state slice is not of a float32 output");
+  // A slice runs over the last axis; with a leading batch of 1 that is a float offset.
+  plan.hidden_start = hidden->start;
+  plan.hidden_end = hidden->end;
+  return plan;
+}
+
+struct Stats {
+  std::atomic<guint64> frames{0}, skipped{0}, out_of_sync{0}, dropped_wide{0}, dropped_road{0},
+      qos_dropped{0};
+};
+
+struct Impl {
+  // Settings (object lock).
+  std::string device = DEFAULT_DEVICE;
+  gboolean skip_after_drop = DEFAULT_SKIP_AFTER_DROP;
+  guint64 max_skew = DEFAULT_MAX_SKEW;
+  op::drive::Desire desire = op::drive::Desire::kNone;
+  op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
+
+  ModelSlot model;
+  std::shared_ptr<FrameTimer> timer = std::make_shared<FrameTimer>();
+  Stats stats;
+
+  // Between start() and stop(); the context also answers queries from other threads.
+  GstOpContext *ctx = nullptr;
+  ModelPlan plan;
+  std::unique_ptr<op::drive::TemporalQueues> queues;
+  op::cl::EventHandle features_ready;  // last PushFeatures: the next run reads its output
+
+  // Negotiated inputs (srcpad task thread).
+  bool have_img_caps = false, have_big_caps = false;
+  GstOpTensorInfo img_info, big_info;
+  op::cl::MemHandle img_staging, big_staging;  // for system-memory inputs, made once
+  GstOpTensorInfo out_info;
+
+  // Per stream.
+  bool have_last_id = false;
+  guint32 last_id = 0;
+  bool segment_sent = false;
+  bool warned_wide_ended = false;
+  gint64 last_skew_warning = 0;
+  GstClockTime earliest_time = GST_CLOCK_TIME_NONE;  // QoS (object lock)
+  GstClockTime reported_latency = 0;
+};
+
+}  // namespace
+
+struct _GstOpVision {
+  GstAggregator parent;
+  GstAggregatorPad *img_pad;
+  GstAggregatorPad *big_pad;  // null until requested
+  Impl *impl;
+};
+
+#define gst_op_vision_parent_class parent_class
+G_DEFINE_TYPE(GstOpVision, gst_op_vision, GST_TYPE_AGGREGATOR);
+GST_ELEMENT_REGISTER_DEFINE(opvision, "opvision", GST_RANK_NONE, GST_TYPE_OP_VISION);
+
+// ---- helpers ------------------------------------------------------------------------------
+
+// Capture time of a buffer of `role`: its camera's start-of-frame from the meta, else PTS.
+static GstClockTime CaptureTime(GstBuffer *buf, bool wide) {
+  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(buf)) {
+    guint64 sof = wide ? m->wide_sof_ns : m->road_sof_ns;
+    if (sof == 0)
+      sof = wide ? m->road_sof_ns : m->wide_sof_ns;  // a wide-only warp fills the road fields
+    if (sof != 0)
+      return sof;
+  }
+  return GST_BUFFER_PTS(buf);
+}
+
+static bool WideLinked(GstOpVision *self) {
+  GST_OBJECT_LOCK(self);
+  const bool linked = self->big_pad && gst_pad_is_linked(GST_PAD(self->big_pad));
+  GST_OBJECT_UNLOCK(self);
+  return linked;
+}
+
+// Whether the negotiated inputs fit `net`'s plan; the message names the mismatched input.
+static op::Status CheckCaps(GstOpVision *self, const Network &net, const ModelPlan &plan) {
+  Impl *impl = self->impl;
+  const GstOpTensorInfo &in = net.inputs();
+  if (impl->have_img_caps) {
+    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.img], impl->img_info, "img"));
+    if (!WideLinked(self))  // the road tensor feeds big_img too
+      OP_RETURN_IF_ERROR(
+          op::vision::CheckInput(in.tensors[plan.big_img], impl->img_info, "img (as big_img)"));
+  }
+  if (impl->have_big_caps)
+    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.big_img], impl->big_info, "big_img"));
+  return op::Status::Ok();
+}
+
+// Makes the temporal queues a combined network needs (at start or a model swap, not per frame).
+static op::Status MakeQueues(GstOpVision *self, const ModelPlan &plan,
+                             std::unique_ptr<op::drive::TemporalQueues> *out) {
+  out->reset();
+  if (!plan.combined())
+    return op::Status::Ok();
+  OP_ASSIGN_OR_RETURN(*out, op::drive::TemporalQueues::Create(
+                                gst_op_context_get_device(self->impl->ctx),
+                                gst_op_context_get_queue(self->impl->ctx), plan.shape));
+  return op::Status::Ok();
+}
+
+// At a frame boundary: takes a network loaded in the background if it fits.
+static void AdoptPendingModel(GstOpVision *self) {
+  Impl *impl = self->impl;
+  ModelSlot::Pending pending = impl->model.TakePending();
+  if (!pending.present)
+    return;
+  if (!pending.status.ok()) {
+    GST_ELEMENT_WARNING(
+        self, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()),
+        ("%s", pending.status.ToString().c_str()));
+    return;
+  }
+  op::Status fit = op::Status::Ok();
+  auto plan = PlanModel(*pending.network);
+  std::unique_ptr<op::drive::TemporalQueues> queues;
+  if (!plan.ok())
+    fit = plan.status();
+  else
+    fit = CheckCaps(self, *pending.network, *plan);
+  if (fit.ok())
+    fit = MakeQueues(self, *plan, &queues);
+  if (!fit.ok()) {
+    GST_ELEMENT_WARNING(self, CORE, NEGOTIATION,
+                        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
+                         pending.path.c_str()),
+                        ("%s", fit.ToString().c_str()));
+    return;
+  }
+  const bool new_outputs = pending.network->outputs() != impl->out_info;
+  GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
+  impl->model.Adopt(std::move(pending.network));
+  impl->plan = *plan;
+  impl->queues = std::move(queues);
+  impl->features_ready.reset();
+  if (new_outputs) {
+    gst_pad_mark_reconfigure(GST_AGGREGATOR_SRC_PAD(self));
+    if (!gst_aggregator_negotiate(GST_AGGREGATOR(self)))
+      GST_WARNING_OBJECT(self, "renegotiation after the model swap failed");
+  }
+}
+
+static void ReportSkew(GstOpVision *self, gint64 skew_ns) {
+  Impl *impl = self->impl;
+  guint64 n = ++impl->stats.out_of_sync;
+  gint64 now = g_get_monotonic_time();
+  if (impl->last_skew_warning && now - impl->last_skew_warning < SKEW_WARNING_INTERVAL_US)
+    return;
+  impl->last_skew_warning = now;
+  GST_ELEMENT_WARNING(
+      self, STREAM, FAILED, ("Road and wide frames are out of sync."),
+      ("a pair %.1f ms apart (max-skew %.1f ms); %" G_GUINT64_FORMAT " such pairs so far",
+       skew_ns / 1e6, impl->max_skew / 1e6, n));
+}
+
+static void UpdateLatency(GstOpVision *self) {
+  Impl *impl = self->impl;
+  GstClockTime measured = impl->timer->stats().max_ns;
+  // Re-announce only when the measurement grew noticeably: each announcement makes the pipeline
+  // recompute its latency.
+  if (measured > impl->reported_latency + impl->reported_latency / 4) {
+    impl->reported_latency = measured;
+    gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, measured);
+  }
+}
+
+// Runs the network on one pair and returns the output buffer (or a flow error after posting).
+static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
+  Impl *impl = self->impl;
+  const int64_t t0 = FrameTimer::Now();
+  Network *net = impl->model.current();
+  GstOpContext *ctx = impl->ctx;
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+  const GstOpTensorInfo &in = net->inputs();
+
+  auto fail = [&](const op::Status &s, const char *what) {
+    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s", what), ("%s", s.ToString().c_str()));
+    return GST_FLOW_ERROR;
+  };
+  if (gst_buffer_n_memory(img) != 1 || gst_buffer_n_memory(big) != 1)
+    return fail(op::InvalidArgument("a camera tensor buffer must hold exactly one memory"),
+                "Malformed input buffer.");
+
+  // Staging buffers exist only for system-memory input; made on first need, kept after.
+  auto staging = [&](op::cl::MemHandle &h, size_t bytes) -> cl_mem {
+    if (!h) {
+      auto b = gst_op_context_get_device(ctx)->CreateBuffer(bytes, CL_MEM_READ_ONLY);
+      if (b.ok())
+        h = std::move(b).value();
+    }
+    return h.get();
+  };
+  GstMemory *img_mem = gst_buffer_peek_memory(img, 0);
+  GstMemory *big_mem = gst_buffer_peek_memory(big, 0);
+  const size_t img_bytes = in.tensors[impl->plan.img].bytes();
+  const size_t big_bytes = in.tensors[impl->plan.big_img].bytes();
+  auto road = op::vision::DeviceInput(
+      ctx, img_mem, img_bytes,
+      gst_is_op_memory_on(img_mem, ctx) ? nullptr : staging(impl->img_staging, img_bytes));
+  if (!road.ok())
+    return fail(road.status(), "Could not read the img tensor.");
+  DeviceTensor wide_storage;
+  const DeviceTensor *wide = &*road;
+  if (big != img) {
+    auto w = op::vision::DeviceInput(
+        ctx, big_mem, big_bytes,
+        gst_is_op_memory_on(big_mem, ctx) ? nullptr : staging(impl->big_staging, big_bytes));
+    if (!w.ok())
+      return fail(w.status(), "Could not read the big_img tensor.");
+    wide_storage = std::move(w).value();
+    wide = &wide_storage;
+  }
+  if (road->offset != 0 || wide->offset != 0)
+    return fail(op::Unsupported("input tensors at a non-zero offset in their buffer"),
+                "Unsupported input memory layout.");
+
+  GstBufferPool *pool = gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self));
+  if (!pool)
+    return fail(op::Internal("no output buffer pool after negotiation"), "No output pool.");
+  GstBuffer *outbuf = nullptr;
+  GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, &outbuf, nullptr);
+  gst_object_unref(pool);
+  if (ret != GST_FLOW_OK)
+    return ret;
+
+  cl_mem outputs[8] = {};
+  const size_t n_out = net->outputs().tensors.size();
+  if (n_out > G_N_ELEMENTS(outputs) || gst_buffer_n_memory(outbuf) != n_out) {
+    gst_buffer_unref(outbuf);
+    return fail(op::Unsupported("an output buffer that does not match the model's outputs"),
+                "Unsupported model outputs.");
+  }
+  for (size_t i = 0; i < n_out; i++) {
+    GstMapInfo map;
+    GstMemory *m = gst_buffer_peek_memory(outbuf, i);
+    if (!gst_op_memory_map_cl(m, &map, GST_MAP_WRITE)) {
+      gst_buffer_unref(outbuf);
+      return fail(op::Internal("output memory is not OpenCL memory"), "Bad output pool.");
+    }
+    outputs[i] = gst_op_map_info_get_cl_mem(&map);
+    gst_memory_unmap(m, &map);
+  }
+
+  cl_mem inputs[5] = {};
+  inputs[impl->plan.img] = road->mem;
+  inputs[impl->plan.big_img] = wide->mem;
+  op::cl::EventList wait{road->ready.get(), wide->ready.get(), impl->features_ready.get()};
+  op::cl::EventHandle desire_done;
+  if (impl->plan.combined()) {
+    GST_OBJECT_LOCK(self);
+    const op::drive::Desire desire = impl->desire;
+    const op::drive::TrafficConvention traffic = impl->traffic;
+    GST_OBJECT_UNLOCK(self);
+    auto d = impl->queues->PushDesire(queue, desire, traffic);
+    if (!d.ok()) {
+      gst_buffer_unref(outbuf);
+      return fail(d.status(), "Could not update the desire queue.");
+    }
+    desire_done = std::move(d).value();
+    wait.Add(desire_done.get());
+    wait.Add(impl->queues->ready_event());
+    inputs[impl->plan.features] = impl->queues->features();
+    inputs[impl->plan.desire] = impl->queues->desire_pulse();
+    inputs[impl->plan.traffic] = impl->queues->traffic_convention();
+  }
+  auto run = net->Run(queue, inputs, outputs, wait);
+  if (!run.ok()) {
+    gst_buffer_unref(outbuf);
+    return fail(run.status(), "Running the vision network failed.");
+  }
+  if (impl->plan.combined()) {
+    // After the run: this frame's hidden state enters the queue for the next frame.
+    auto f = impl->queues->PushFeatures(queue, outputs[impl->plan.hidden_tensor],
+                                        size_t(impl->plan.hidden_start),
+                                        size_t(impl->plan.hidden_end), {run->get()});
+    if (!f.ok()) {
+      gst_buffer_unref(outbuf);
+      return fail(f.status(), "Could not update the feature queue.");
+    }
+    impl->features_ready = std::move(f).value();
+  }
+  gst_op_buffer_set_write_event(outbuf, run->get());
+  // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
+  (void)queue.Flush();
+  impl->timer->Track(run->get(), t0);
+
+  gst_buffer_copy_into(outbuf, img, GST_BUFFER_COPY_METADATA, 0, -1);
+  GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
+  if (big != img) {
+    if (GstOpFrameMeta *wm = gst_buffer_get_op_frame_meta(big)) {
+      // A wide-role warp may fill either field set; take whichever it filled.
+      const bool wide_fields = wm->wide_sof_ns != 0 || wm->wide_frame_id != 0;
+      meta->wide_frame_id = wide_fields ? wm->wide_frame_id : wm->road_frame_id;
+      meta->wide_sof_ns = wide_fields ? wm->wide_sof_ns : wm->road_sof_ns;
+      meta->wide_eof_ns = wide_fields ? wm->wide_eof_ns : wm->road_eof_ns;
+    }
+  } else if (meta->wide_frame_id == 0 && meta->wide_sof_ns == 0) {
+    meta->wide_frame_id = meta->road_frame_id;
+    meta->wide_sof_ns = meta->road_sof_ns;
+    meta->wide_eof_ns = meta->road_eof_ns;
+  }
+  meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
+      impl->timer->stats().last_ns;
+  *out = outbuf;
+  return GST_FLOW_OK;
+}
+
+// ---- GstAggregator ------------------------------------------------------------------------
+
+static gboolean Start(GstAggregator *agg) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  GST_OBJECT_LOCK(self);
+  std::string device = impl->device;
+  GST_OBJECT_UNLOCK(self);
+  if (!gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &impl->ctx))
+    return FALSE;
+  op::Status s = impl->model.Open(gst_op_context_get_device(impl->ctx));
+  if (!s.ok()) {
+    if (s.code() == op::StatusCode::kNotFound || s.code() == op::StatusCode::kIoError)
+      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
+                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
+                        ("%s", s.ToString().c_str()));
+    else
+      GST_ELEMENT_ERROR(self, LIBRARY, INIT,
+                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
+                        ("%s", s.ToString().c_str()));
+    gst_clear_object(&impl->ctx);
+    return FALSE;
+  }
+  auto plan = PlanModel(*impl->model.current());
+  if (plan.ok())
+    s = MakeQueues(self, *plan, &impl->queues);
+  if (!plan.ok() || !s.ok()) {
+    GST_ELEMENT_ERROR(
+        self, CORE, NEGOTIATION,
+        ("The model \"%s\" is not a vision or combined driving model.", impl->model.path().c_str()),
+        ("%s", (plan.ok() ? s : plan.status()).ToString().c_str()));
+    impl->model.Close();
+    gst_clear_object(&impl->ctx);
+    return FALSE;
+  }
+  impl->plan = *plan;
+  impl->timer->Reset();
+  impl->have_last_id = false;
+  impl->segment_sent = false;
+  impl->warned_wide_ended = false;
+  impl->reported_latency = 0;
+  GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
+  return TRUE;
+}
+
+static gboolean Stop(GstAggregator *agg) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  if (impl->ctx) {
+    // Not the frame path: the device must be done with our buffers and callbacks before they go.
+    (void)gst_op_context_get_queue(impl->ctx).Finish();
+  }
+  impl->timer->Drain();
+  impl->queues.reset();
+  impl->features_ready.reset();
+  impl->model.Close();
+  impl->img_staging.reset();
+  impl->big_staging.reset();
+  impl->have_img_caps = impl->have_big_caps = false;
+  impl->out_info = GstOpTensorInfo();
+  GST_OBJECT_LOCK(self);
+  GstOpContext *ctx = impl->ctx;
+  impl->ctx = nullptr;
+  GST_OBJECT_UNLOCK(self);
+  if (ctx)
+    gst_object_unref(ctx);
+  return TRUE;
+}
+
+static GstFlowReturn Flush(GstAggregator *agg) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  impl->have_last_id = false;
+  impl->segment_sent = false;
+  GST_OBJECT_LOCK(self);
+  impl->earliest_time = GST_CLOCK_TIME_NONE;
+  GST_OBJECT_UNLOCK(self);
+  // A flush is a jump in time: the history of the old position means nothing at the new one.
+  if (impl->queues) {
+    auto r = impl->queues->Reset(gst_op_context_get_queue(impl->ctx), {impl->features_ready.get()});
+    if (r.ok())
+      impl->features_ready = std::move(r).value();
+  }
+  return GST_FLOW_OK;
+}
+
+static gboolean HandleSettingsEvent(GstOpVision *self, GstEvent *event) {
+  gboolean has_d = FALSE, has_t = FALSE;
+  op::drive::Desire d;
+  op::drive::TrafficConvention t;
+  std::string error;
+  if (!gst_op_driving_settings_event_parse(event, &has_d, &d, &has_t, &t, &error)) {
+    if (!error.empty())
+      GST_WARNING_OBJECT(self, "ignoring a driving-settings event: %s", error.c_str());
+    return FALSE;
+  }
+  GST_OBJECT_LOCK(self);
+  if (has_d)
+    self->impl->desire = d;
+  if (has_t)
+    self->impl->traffic = t;
+  GST_OBJECT_UNLOCK(self);
+  if (has_d)
+    g_object_notify(G_OBJECT(self), "desire");
+  if (has_t)
+    g_object_notify(G_OBJECT(self), "traffic-convention");
+  return TRUE;
+}
+
+static gboolean SinkEvent(GstAggregator *agg, GstAggregatorPad *pad, GstEvent *event) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+    GstCaps *caps = nullptr;
+    gst_event_parse_caps(event, &caps);
+    auto info = gst_op_tensor_info_from_caps(caps);
+    const bool is_img = pad == self->img_pad;
+    if (!info.ok()) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
+                        ("Pad %s got tensor caps it cannot read.", GST_PAD_NAME(pad)),
+                        ("%s", info.status().ToString().c_str()));
+      gst_event_unref(event);
+      return FALSE;
+    }
+    if (is_img) {
+      impl->img_info = *info;
+      impl->have_img_caps = true;
+    } else {
+      impl->big_info = *info;
+      impl->have_big_caps = true;
+    }
+    if (Network *net = impl->model.current()) {
+      op::Status fit = CheckCaps(self, *net, impl->plan);
+      if (!fit.ok()) {
+        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                          ("The model \"%s\" does not fit the input tensors: %s",
+                           impl->model.path().c_str(), fit.message().c_str()),
+                          ("caps %" GST_PTR_FORMAT, caps));
+        gst_event_unref(event);
+        return FALSE;
+      }
+    }
+    // Our source caps come from the model, not from the inputs: the base class must not
+    // forward these.
+    gst_event_unref(event);
+    return TRUE;
+  }
+  if (GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_DOWNSTREAM ||
+      GST_EVENT_TYPE(event) == GST_EVENT_CUSTOM_BOTH)
+    HandleSettingsEvent(self, event);  // and let it go on downstream (oppolicy uses it too)
+  return GST_AGGREGATOR_CLASS(parent_class)->sink_event(agg, pad, event);
+}
+
+static gboolean SrcEvent(GstAggregator *agg, GstEvent *event) {
+  auto *self = GST_OP_VISION(agg);
+  switch (GST_EVENT_TYPE(event)) {
+    case GST_EVENT_QOS: {
+      GstQOSType type;
+      gdouble proportion;
+      GstClockTimeDiff diff;
+      GstClockTime timestamp;
+      gst_event_parse_qos(event, &type, &proportion, &diff, &timestamp);
+      GST_OBJECT_LOCK(self);
+      // A frame whose running time is before this cannot be shown in time: drop it before any
+      // device work (diff > 0 means downstream is late by that much).
+      self->impl->earliest_time = diff > 0 && GST_CLOCK_TIME_IS_VALID(timestamp)
+                                      ? timestamp + 2 * diff
+                                      : GST_CLOCK_TIME_NONE;
+      GST_OBJECT_UNLOCK(self);
+      break;
+    }
+    case GST_EVENT_CUSTOM_UPSTREAM:
+    case GST_EVENT_CUSTOM_BOTH:
+      HandleSettingsEvent(self, event);
+      break;
+    default:
+      break;
+  }
+  return GST_AGGREGATOR_CLASS(parent_class)->src_event(agg, event);
+}
+
+static gboolean AnswerContextQuery(GstOpVision *self, GstQuery *query) {
+  if (GST_QUERY_TYPE(query) != GST_QUERY_CONTEXT)
+    return FALSE;
+  GST_OBJECT_LOCK(self);
+  GstOpContext *ctx = self->impl->ctx ? GST_OP_CONTEXT(gst_object_ref(self->impl->ctx)) : nullptr;
+  GST_OBJECT_UNLOCK(self);
+  gboolean answered = gst_op_handle_context_query(GST_ELEMENT(self), query, ctx);
+  if (ctx)
+    gst_object_unref(ctx);
+  return answered;
+}
+
+static gboolean SrcQuery(GstAggregator *agg, GstQuery *query) {
+  if (AnswerContextQuery(GST_OP_VISION(agg), query))
+    return TRUE;
+  return GST_AGGREGATOR_CLASS(parent_class)->src_query(agg, query);
+}
+
+static gboolean SinkQuery(GstAggregator *agg, GstAggregatorPad *pad, GstQuery *query) {
+  auto *self = GST_OP_VISION(agg);
+  if (AnswerContextQuery(self, query))
+    return TRUE;
+  if (GST_QUERY_TYPE(query) == GST_QUERY_ALLOCATION) {
+    // Upstream may write our inputs in OpenCL memory of the shared context; we keep its meta.
+    gst_query_add_allocation_meta(query, GST_OP_FRAME_META_API_TYPE, nullptr);
+  }
+  return GST_AGGREGATOR_CLASS(parent_class)->sink_query(agg, pad, query);
+}
+
+static void SetContext(GstElement *element, GstContext *context) {
+  auto *self = GST_OP_VISION(element);
+  GST_OBJECT_LOCK(self);
+  std::string device = self->impl->device;
+  GST_OBJECT_UNLOCK(self);
+  gst_op_handle_set_context(element, context, device.c_str(), &self->impl->ctx);
+  GST_ELEMENT_CLASS(parent_class)->set_context(element, context);
+}
+
+static GstFlowReturn UpdateSrcCaps(GstAggregator *agg, GstCaps *downstream, GstCaps **ret) {
+  auto *self = GST_OP_VISION(agg);
+  Network *net = self->impl->model.current();
+  if (!net)
+    return GST_AGGREGATOR_FLOW_NEED_DATA;
+  GstCaps *tensors = gst_op_tensor_info_to_caps(net->outputs());
+  GstCaps *ours = gst_op_caps_with_both_memories(tensors);
+  gst_caps_unref(tensors);
+  *ret = gst_caps_intersect_full(ours, downstream, GST_CAPS_INTERSECT_FIRST);
+  gst_caps_unref(ours);
+  if (gst_caps_is_empty(*ret)) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("Downstream does not accept the output tensors of the model."),
+                      ("downstream accepts %" GST_PTR_FORMAT, downstream));
+    gst_clear_caps(ret);
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+  return GST_FLOW_OK;
+}
+
+static gboolean NegotiatedSrcCaps(GstAggregator *agg, GstCaps *caps) {
+  auto *self = GST_OP_VISION(agg);
+  auto info = gst_op_tensor_info_from_caps(caps);
+  if (!info.ok())
+    return FALSE;
+  self->impl->out_info = *info;
+  return GST_AGGREGATOR_CLASS(parent_class)->negotiated_src_caps(agg, caps);
+}
+
+static gboolean DecideAllocation(GstAggregator *agg, GstQuery *query) {
+  auto *self = GST_OP_VISION(agg);
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  if (!caps || !self->impl->ctx)
+    return FALSE;
+  // Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
+  // memory consumer maps them (zero-copy on unified-memory devices). A downstream pool is only
+  // reused when it is ours on the same device.
+  GstBufferPool *pool = nullptr;
+  guint min = 2, max = 0;
+  for (guint i = 0; i < gst_query_get_n_allocation_pools(query) && !pool; i++) {
+    GstBufferPool *candidate = nullptr;
+    guint cmin = 0, cmax = 0;
+    gst_query_parse_nth_allocation_pool(query, i, &candidate, nullptr, &cmin, &cmax);
+    if (candidate && gst_op_buffer_pool_is_on(candidate, self->impl->ctx)) {
+      pool = candidate;
+      min = MAX(min, cmin);
+      max = cmax;
+    } else if (candidate) {
+      gst_object_unref(candidate);
+    }
+  }
+  if (!pool)
+    pool = gst_op_buffer_pool_new(self->impl->ctx);
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  auto info = gst_op_tensor_info_from_caps(caps);
+  const guint size = info.ok() ? guint(info->bytes()) : 0;
+  gst_buffer_pool_config_set_params(config, caps, size, min, max);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    gst_object_unref(pool);
+    pool = gst_op_buffer_pool_new(self->impl->ctx);
+    config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, size, min, max);
+    if (!gst_buffer_pool_set_config(pool, config)) {
+      gst_object_unref(pool);
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool."),
+                        ("caps %" GST_PTR_FORMAT, caps));
+      return FALSE;
+    }
+  }
+  if (gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+  return TRUE;
+}
+
+static GstAggregatorPad *CreateNewPad(GstAggregator *agg, GstPadTemplate *templ,
+                                      const gchar *req_name, const GstCaps *caps) {
+  auto *self = GST_OP_VISION(agg);
+  if (g_strcmp0(GST_PAD_TEMPLATE_NAME_TEMPLATE(templ), "big_img") != 0)
+    return nullptr;
+  GST_OBJECT_LOCK(self);
+  const bool exists = self->big_pad != nullptr;
+  GST_OBJECT_UNLOCK(self);
+  if (exists) {
+    GST_WARNING_OBJECT(self, "big_img is already requested");
+    return nullptr;
+  }
+  auto *pad =
+      GST_AGGREGATOR_PAD(g_object_new(GST_TYPE_AGGREGATOR_PAD, "name", "big_img", "direction",
+                                      GST_PAD_SINK, "template", templ, nullptr));
+  GST_OBJECT_LOCK(self);
+  self->big_pad = pad;
+  GST_OBJECT_UNLOCK(self);
+  return pad;
+}
+
+static void ReleasePad(GstElement *element, GstPad *pad) {
+  auto *self = GST_OP_VISION(element);
+  GST_OBJECT_LOCK(self);
+  if (GST_AGGREGATOR_PAD(pad) == self->big_pad)
+    self->big_pad = nullptr;
+  GST_OBJECT_UNLOCK(self);
+  GST_ELEMENT_CLASS(parent_class)->release_pad(element, pad);
+}
+
+static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  AdoptPendingModel(self);
+
+  GstBuffer *img = gst_aggregator_pad_peek_buffer(self->img_pad);
+  if (!img)
+    return gst_aggregator_pad_is_eos(self->img_pad) ? GST_FLOW_EOS : GST_AGGREGATOR_FLOW_NEED_DATA;
+
+  GST_OBJECT_LOCK(self);
+  GstAggregatorPad *big_pad =
+      self->big_pad ? GST_AGGREGATOR_PAD(gst_object_ref(self->big_pad)) : nullptr;
+  const guint64 max_skew = impl->max_skew;
+  const gboolean skip_after_drop = impl->skip_after_drop;
+  const GstClockTime earliest = impl->earliest_time;
+  GST_OBJECT_UNLOCK(self);
+
+  // Pair: drop wide buffers too old for this road buffer, or the road buffer if it is too old.
+  const GstClockTime main_time = CaptureTime(img, false);
+  GstBuffer *big = nullptr;
+  op::vision::PairDecision decision;
+  for (;;) {
+    op::vision::PairInput pin;
+    pin.main_ns = int64_t(main_time);
+    pin.wide_linked = big_pad && gst_pad_is_linked(GST_PAD(big_pad));
+    if (pin.wide_linked) {
+      big = gst_aggregator_pad_peek_buffer(big_pad);
+      pin.wide_present = big != nullptr;
+      pin.wide_ns = big ? int64_t(CaptureTime(big, true)) : 0;
+      pin.wide_ended = !big && gst_aggregator_pad_is_eos(big_pad);
+      pin.timed_out = timeout;
+    }
+    decision = op::vision::DecidePair(pin, int64_t(max_skew));
+    if (decision.action != op::vision::PairAction::kDropWide)
+      break;
+    GST_LOG_OBJECT(self, "dropping a wide buffer %.1f ms older than the road one",
+                   (pin.main_ns - pin.wide_ns) / 1e6);
+    impl->stats.dropped_wide++;
+    gst_buffer_unref(big);
+    big = nullptr;
+    gst_aggregator_pad_drop_buffer(big_pad);
+  }
+  GstFlowReturn ret = GST_FLOW_OK;
+  switch (decision.action) {
+    case op::vision::PairAction::kWait:
+      gst_buffer_unref(img);
+      if (big_pad)
+        gst_object_unref(big_pad);
+      return GST_AGGREGATOR_FLOW_NEED_DATA;
+    case op::vision::PairAction::kDropMain:
+      GST_LOG_OBJECT(self, "dropping a road buffer with no wide partner");
+      impl->stats.dropped_road++;
+      gst_buffer_unref(img);
+      gst_buffer_unref(big);  // a wide buffer is present for this decision
+      gst_object_unref(big_pad);
+      gst_aggregator_pad_drop_buffer(self->img_pad);
+      return GST_FLOW_OK;
+    case op::vision::PairAction::kMainAlone:
+      if (big_pad && gst_pad_is_linked(GST_PAD(big_pad)) && !impl->warned_wide_ended && !timeout) {
+        impl->warned_wide_ended = true;
+        GST_ELEMENT_WARNING(self, STREAM, FAILED,
+                            ("The wide camera stream ended; the road frames feed both inputs."),
+                            (nullptr));
+      }
+      break;
+    case op::vision::PairAction::kPair:
+      if (decision.out_of_sync)
+        ReportSkew(self, decision.skew_ns);
+      break;
+    case op::vision::PairAction::kDropWide:
+      break;  // handled in the loop
+  }
+  // Both buffers of the pair are consumed from here on, whatever happens to the frame.
+  gst_aggregator_pad_drop_buffer(self->img_pad);
+  if (big)
+    gst_aggregator_pad_drop_buffer(big_pad);
+  if (big_pad)
+    gst_object_unref(big_pad);
+
+  // A frame after a gap in the road frame ids is not evaluated (openpilot: warp only).
+  bool skip = false;
+  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
+    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
+      skip = true;
+    impl->have_last_id = true;
+    impl->last_id = m->road_frame_id;
+  }
+  // QoS: a frame that cannot arrive in time is dropped before any device work.
+  const GstSegment *seg = &self->img_pad->segment;
+  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
+  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
+    impl->stats.qos_dropped++;
+    GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
+    skip = true;
+  } else if (skip) {
+    impl->stats.skipped++;
+    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
+  }
+
+  if (!skip) {
+    if (!impl->segment_sent) {
+      gst_aggregator_update_segment(agg, seg);
+      impl->segment_sent = true;
+    }
+    GstBuffer *out = nullptr;
+    ret = RunFrame(self, img, big ? big : img, &out);
+    if (ret == GST_FLOW_OK) {
+      impl->stats.frames++;
+      GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
+      if (GST_BUFFER_PTS_IS_VALID(out))
+        srcpad->segment.position =
+            GST_BUFFER_PTS(out) +
+            (GST_BUFFER_DURATION_IS_VALID(out) ? GST_BUFFER_DURATION(out) : 0);
+      ret = gst_aggregator_finish_buffer(agg, out);
+      UpdateLatency(self);
+    }
+  }
+  gst_buffer_unref(img);
+  if (big)
+    gst_buffer_unref(big);
+  return ret;
+}
+
+// ---- GObject ------------------------------------------------------------------------------
+
+static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  auto *self = GST_OP_VISION(object);
+  Impl *impl = self->impl;
+  switch (prop_id) {
+    case PROP_MODEL:
+      impl->model.SetPath(g_value_get_string(value) ? g_value_get_string(value) : "");
+      break;
+    case PROP_DEVICE:
+      GST_OBJECT_LOCK(self);
+      impl->device = g_value_get_string(value) ? g_value_get_string(value) : DEFAULT_DEVICE;
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_PRECISION:
+      impl->model.SetPrecision(static_cast<op::vision::Precision>(g_value_get_enum(value)));
+      break;
+    case PROP_SKIP_AFTER_DROP:
+      GST_OBJECT_LOCK(self);
+      impl->skip_after_drop = g_value_get_boolean(value);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_MAX_SKEW:
+      GST_OBJECT_LOCK(self);
+      impl->max_skew = g_value_get_uint64(value);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_DESIRE:
+      GST_OBJECT_LOCK(self);
+      impl->desire = static_cast<op::drive::Desire>(g_value_get_enum(value));
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_TRAFFIC_CONVENTION:
+      GST_OBJECT_LOCK(self);
+      impl->traffic = static_cast<op::drive::TrafficConvention>(g_value_get_enum(value));
+      GST_OBJECT_UNLOCK(self);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
+}
+
+static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  auto *self = GST_OP_VISION(object);
+  Impl *impl = self->impl;
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string(value, impl->model.path().c_str());
+      break;
+    case PROP_DEVICE:
+      GST_OBJECT_LOCK(self);
+      g_value_set_string(value, impl->device.c_str());
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum(value, int(impl->model.precision()));
+      break;
+    case PROP_SKIP_AFTER_DROP:
+      GST_OBJECT_LOCK(self);
+      g_value_set_boolean(value, impl->skip_after_drop);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_MAX_SKEW:
+      GST_OBJECT_LOCK(self);
+      g_value_set_uint64(value, impl->max_skew);
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_DESIRE:
+      GST_OBJECT_LOCK(self);
+      g_value_set_enum(value, int(impl->desire));
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_TRAFFIC_CONVENTION:
+      GST_OBJECT_LOCK(self);
+      g_value_set_enum(value, int(impl->traffic));
+      GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_FRAMES:
+      g_value_set_uint64(value, impl->stats.frames);
+      break;
+    case PROP_SKIPPED:
+      g_value_set_uint64(value, impl->stats.skipped);
+      break;
+    case PROP_OUT_OF_SYNC:
+      g_value_set_uint64(value, impl->stats.out_of_sync);
+      break;
+    case PROP_DROPPED_WIDE:
+      g_value_set_uint64(value, impl->stats.dropped_wide);
+      break;
+    case PROP_DROPPED_ROAD:
+      g_value_set_uint64(value, impl->stats.dropped_road);
+      break;
+    case PROP_QOS_DROPPED:
+      g_value_set_uint64(value, impl->stats.qos_dropped);
+      break;
+    case PROP_MEAN_TIME:
+      g_value_set_double(value, impl->timer->stats().mean_ns() / 1e6);
+      break;
+    case PROP_MAX_TIME:
+      g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
+}
+
+static void Finalize(GObject *object) {
+  auto *self = GST_OP_VISION(object);
+  gst_clear_object(&self->impl->ctx);
+  delete self->impl;
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void InstallStat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
+  g_object_class_install_property(
+      klass, id,
+      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
+                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+}
+
+static void gst_op_vision_class_init(GstOpVisionClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstAggregatorClass *agg_class = GST_AGGREGATOR_CLASS(klass);
+
+  gobject_class->set_property = SetProperty;
+  gobject_class->get_property = GetProperty;
+  gobject_class->finalize = Finalize;
+
+  const auto rw_playing =
+      (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  const auto rw_ready =
+      (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  g_object_class_install_property(
+      gobject_class, PROP_MODEL,
+      g_param_spec_string("model", "Model",
+                          "The vision (or combined) network: an ONNX file, compiled on first use "
+                          "and cached, or a compiled .opm. Setting it while PLAYING swaps the "
+                          "network at a frame boundary once the new one has loaded",
+                          "", rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE,
+      g_param_spec_string("device", "Device",
+                          "OpenCL device: \"auto\", \"gpu\", \"cpu\", \"P:D\" or a name substring",
+                          DEFAULT_DEVICE, rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_PRECISION,
+      g_param_spec_enum("precision", "Precision", "Storage precision the network is compiled for",
+                        GST_TYPE_OP_PRECISION, int(op::vision::Precision::kAuto), rw_ready));
+  g_object_class_install_property(
+      gobject_class, PROP_SKIP_AFTER_DROP,
+      g_param_spec_boolean("skip-after-drop", "Skip after drop",
+                           "Do not evaluate a frame whose road frame id follows a gap (openpilot "
+                           "warps it but runs no network)",
+                           DEFAULT_SKIP_AFTER_DROP, rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_SKEW,
+      g_param_spec_uint64("max-skew", "Maximum skew",
+                          "Road and wide capture times further apart than this (ns) are counted "
+                          "and warned about as out of sync; the pair still runs",
+                          0, G_MAXUINT64, DEFAULT_MAX_SKEW, rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_DESIRE,
+      g_param_spec_enum("desire", "Desire",
+                        "The driver's desire (combined network only); a change is a pulse",
+                        GST_TYPE_OP_DESIRE, int(op::drive::Desire::kNone), rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_TRAFFIC_CONVENTION,
+      g_param_spec_enum("traffic-convention", "Traffic convention",
+                        "Which side traffic keeps to (combined network only)",
+                        GST_TYPE_OP_TRAFFIC_CONVENTION,
+                        int(op::drive::TrafficConvention::kRightHand), rw_playing));
+  InstallStat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
+  InstallStat(gobject_class, PROP_SKIPPED, "skipped", "Frames not evaluated after a frame drop");
+  InstallStat(gobject_class, PROP_OUT_OF_SYNC, "out-of-sync",
+              "Pairs further apart than max-skew (still run)");
+  InstallStat(gobject_class, PROP_DROPPED_WIDE, "dropped-wide",
+              "Wide buffers dropped as too old for any road buffer");
+  InstallStat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
+              "Road buffers dropped for having no wide buffer within 25 ms");
+  InstallStat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
+  g_object_class_install_property(
+      gobject_class, PROP_MEAN_TIME,
+      g_param_spec_double(
+          "mean-time", "Mean time", "Mean time from submission to device completion per frame (ms)",
+          0, G_MAXDOUBLE, 0, (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  g_object_class_install_property(
+      gobject_class, PROP_MAX_TIME,
+      g_param_spec_double("max-time", "Maximum time",
+                          "Longest time from submission to device completion of a frame (ms)", 0,
+                          G_MAXDOUBLE, 0,
+                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  gst_element_class_add_static_pad_template_with_gtype(element_class, &img_template,
+                                                       GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_add_static_pad_template_with_gtype(element_class, &big_img_template,
+                                                       GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_add_static_pad_template_with_gtype(element_class, &src_template,
+                                                       GST_TYPE_AGGREGATOR_PAD);
+  gst_element_class_set_static_metadata(
+      element_class, "openpilot vision network", "Filter/Tensor/Hardware",
+      "Pairs the road and wide camera tensors by capture time and runs the driving vision "
+      "network (or a combined network) on an OpenCL device",
+      "gst-op");
+
+  element_class->set_context = SetContext;
+  element_class->release_pad = ReleasePad;
+  agg_class->start = Start;
+  agg_class->stop = Stop;
+  agg_class->flush = Flush;
+  agg_class->aggregate = Aggregate;
+  agg_class->sink_event = SinkEvent;
+  agg_class->src_event = SrcEvent;
+  agg_class->sink_query = SinkQuery;
+  agg_class->src_query = SrcQuery;
+  agg_class->update_src_caps = UpdateSrcCaps;
+  agg_class->negotiated_src_caps = NegotiatedSrcCaps;
+  agg_class->decide_allocation = DecideAllocation;
+  agg_class->create_new_pad = CreateNewPad;
+  // Deadline-based aggregation when live: a wide camera that stops cannot stall the road one.
+  agg_class->get_next_time = gst_aggregator_simple_get_next_time;
+
+  GST_DEBUG_CATEGORY_INIT(gst_op_vision_debug, "opvision", 0, "openpilot vision network");
+}
+
+static void gst_op_vision_init(GstOpVision *self) {
+  self->impl = new Impl();
+  GstPadTemplate *templ = gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "img");
+  self->img_pad =
+      GST_AGGREGATOR_PAD(g_object_new(GST_TYPE_AGGREGATOR_PAD, "name", "img", "direction",
+                                      GST_PAD_SINK, "template", templ, nullptr));
+  gst_element_add_pad(GST_ELEMENT(self), GST_PAD(self->img_pad));
+  self->big_pad = nullptr;
+}

@@ -1,0 +1,256 @@
+#include "netstage.h"
+
+#include <chrono>
+
+#include "op/gstopmemory.h"
+
+GType gst_op_precision_get_type(void) {
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+      {int(op::vision::Precision::kAuto), "fp16 where the device computes in half, else fp32",
+       "auto"},
+      {int(op::vision::Precision::kFp32), "float32 storage and compute", "fp32"},
+      {int(op::vision::Precision::kFp16), "float16 storage", "fp16"},
+      {0, nullptr, nullptr},
+  };
+  if (g_once_init_enter(&type)) {
+    GType t = g_enum_register_static("GstOpPrecision", values);
+    gst_type_mark_as_plugin_api(t, (GstPluginAPIFlags)0);
+    g_once_init_leave(&type, t);
+  }
+  return type;
+}
+
+namespace op::vision {
+
+// ---- ModelSlot ----------------------------------------------------------------------------
+
+void ModelSlot::SetPath(const std::string &path) {
+  bool load = false;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    if (path == path_)
+      return;
+    path_ = path;
+    load = open_;
+  }
+  if (load)
+    StartLoad(path);
+}
+
+std::string ModelSlot::path() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return path_;
+}
+
+void ModelSlot::SetPrecision(Precision p) {
+  std::lock_guard<std::mutex> g(lock_);
+  precision_ = p;
+}
+
+Precision ModelSlot::precision() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return precision_;
+}
+
+Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
+  std::string path;
+  Precision precision;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    path = path_;
+    precision = precision_;
+    device_ = device;
+  }
+  if (path.empty())
+    return NotFound("no model: set the model property to an .onnx or .opm file");
+  OP_ASSIGN_OR_RETURN(current_, LoadNetwork(device, path, precision));
+  std::lock_guard<std::mutex> g(lock_);
+  open_ = true;
+  return Status::Ok();
+}
+
+void ModelSlot::StartLoad(const std::string &path) {
+  // One load at a time: a newer path waits for the older load, whose result it then replaces.
+  if (loader_.joinable())
+    loader_.join();
+  std::shared_ptr<cl::Device> device;
+  Precision precision;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    device = device_;
+    precision = precision_;
+  }
+  loader_ = std::thread([this, device, precision, path] {
+    auto loaded = LoadNetwork(device, path, precision);
+    std::lock_guard<std::mutex> g(lock_);
+    pending_ = Pending();
+    pending_.present = true;
+    pending_.path = path;
+    if (loaded.ok())
+      pending_.network = std::move(loaded).value();
+    else
+      pending_.status = loaded.status();
+  });
+}
+
+ModelSlot::Pending ModelSlot::TakePending() {
+  std::lock_guard<std::mutex> g(lock_);
+  Pending p = std::move(pending_);
+  pending_ = Pending();
+  return p;
+}
+
+void ModelSlot::Close() {
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    open_ = false;
+  }
+  if (loader_.joinable())
+    loader_.join();
+  std::lock_guard<std::mutex> g(lock_);
+  pending_ = Pending();
+  current_.reset();
+  device_.reset();
+}
+
+// ---- FrameTimer ---------------------------------------------------------------------------
+
+int64_t FrameTimer::Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void FrameTimer::Track(cl_event event, int64_t start_ns) {
+  Slot *slot = nullptr;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    for (size_t i = 0; i < kSlots && !slot; i++) {
+      Slot &s = slots_[(next_ + i) % kSlots];
+      if (!s.busy) {
+        slot = &s;
+        next_ = (next_ + i + 1) % kSlots;
+      }
+    }
+    if (!slot)
+      return;
+    slot->timer = this;
+    slot->start_ns = start_ns;
+    slot->busy = true;
+    pending_++;
+  }
+  if (clSetEventCallback(event, CL_COMPLETE, &FrameTimer::OnComplete, slot) != CL_SUCCESS) {
+    std::lock_guard<std::mutex> g(lock_);
+    slot->busy = false;
+    pending_--;
+  }
+}
+
+void CL_CALLBACK FrameTimer::OnComplete(cl_event, cl_int status, void *data) {
+  auto *slot = static_cast<Slot *>(data);
+  FrameTimer *t = slot->timer;
+  const int64_t end = Now();
+  std::lock_guard<std::mutex> g(t->lock_);
+  if (status == CL_COMPLETE) {
+    const uint64_t ns = uint64_t(end > slot->start_ns ? end - slot->start_ns : 0);
+    t->stats_.frames++;
+    t->stats_.total_ns += ns;
+    t->stats_.last_ns = ns;
+    if (ns > t->stats_.max_ns)
+      t->stats_.max_ns = ns;
+  }
+  slot->busy = false;
+  if (--t->pending_ == 0)
+    t->idle_.notify_all();
+}
+
+void FrameTimer::Drain() {
+  std::unique_lock<std::mutex> g(lock_);
+  idle_.wait(g, [this] { return pending_ == 0; });
+}
+
+void FrameTimer::Reset() {
+  std::lock_guard<std::mutex> g(lock_);
+  stats_ = Stats();
+}
+
+FrameTimer::Stats FrameTimer::stats() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return stats_;
+}
+
+// ---- DeviceInput --------------------------------------------------------------------------
+
+namespace {
+
+struct UploadHold {
+  GstMemory *memory;
+  GstMapInfo map;
+};
+
+void CL_CALLBACK ReleaseUpload(cl_event, cl_int, void *data) {
+  auto *hold = static_cast<UploadHold *>(data);
+  gst_memory_unmap(hold->memory, &hold->map);
+  gst_memory_unref(hold->memory);
+  delete hold;
+}
+
+}  // namespace
+
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
+                                   cl_mem staging) {
+  DeviceTensor t;
+  if (gst_is_op_memory_on(memory, ctx)) {
+    GstMapInfo info;
+    if (!gst_op_memory_map_cl(memory, &info, GST_MAP_READ))
+      return Internal("cannot map an OpenCL memory of our own context for the device");
+    t.mem = gst_op_map_info_get_cl_mem(&info);
+    t.offset = memory->offset;
+    gst_memory_unmap(memory, &info);
+    if (memory->size < bytes)
+      return InvalidArgument("an input memory of " + std::to_string(memory->size) +
+                             " bytes is smaller than the " + std::to_string(bytes) +
+                             " bytes of its tensor");
+    t.ready = gst_op_memory_get_write_event(memory);
+    return t;
+  }
+  // System memory (or another device's): the compatibility path, one upload per frame into a
+  // buffer made at negotiation. The host data must stay valid until the write has read it, so
+  // the memory stays mapped and referenced until the write's completion callback.
+  if (!staging)
+    return Internal("no staging buffer for a system-memory input");
+  auto *hold = new UploadHold{gst_memory_ref(memory), GstMapInfo()};
+  if (!gst_memory_map(memory, &hold->map, GST_MAP_READ)) {
+    gst_memory_unref(memory);
+    delete hold;
+    return InvalidArgument("cannot map an input memory for reading");
+  }
+  if (hold->map.size < bytes) {
+    const size_t got = hold->map.size;
+    gst_memory_unmap(memory, &hold->map);
+    gst_memory_unref(memory);
+    delete hold;
+    return InvalidArgument("an input memory of " + std::to_string(got) +
+                           " bytes is smaller than the " + std::to_string(bytes) +
+                           " bytes of its tensor");
+  }
+  auto written = gst_op_context_get_queue(ctx).Write(staging, 0, bytes, hold->map.data);
+  if (!written.ok() ||
+      clSetEventCallback(written->get(), CL_COMPLETE, ReleaseUpload, hold) != CL_SUCCESS) {
+    // Without a callback the hold would leak; wait here instead (an error path, not a frame).
+    if (written.ok())
+      (void)cl::WaitForEvent(written->get());
+    gst_memory_unmap(memory, &hold->map);
+    gst_memory_unref(memory);
+    delete hold;
+    if (!written.ok())
+      return written.status();
+    return Internal("clSetEventCallback failed for an input upload");
+  }
+  t.mem = staging;
+  t.ready = std::move(written).value();
+  return t;
+}
+
+}  // namespace op::vision

@@ -1,0 +1,123 @@
+// What opvision and oppolicy share around their networks: the model slot (load on start, reload
+// in the background while playing, swap at a frame boundary), the frame timer (device time per
+// frame measured without host waits), and taking an input GstMemory as a cl_mem.
+#pragma once
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "opnetwork.h"
+#include "op/gstopcontext.h"
+
+// The `precision` property's enum (op::vision::Precision values).
+#define GST_TYPE_OP_PRECISION (gst_op_precision_get_type())
+GType gst_op_precision_get_type(void);
+
+namespace op::vision {
+
+// The network an element runs and the one it may switch to. The streaming thread owns
+// current(); set_property threads only set the path, and a load started while playing runs on
+// a thread of its own so frames keep flowing until the new network is ready.
+class ModelSlot {
+ public:
+  ModelSlot() = default;
+  ModelSlot(const ModelSlot &) = delete;
+  ModelSlot &operator=(const ModelSlot &) = delete;
+  ~ModelSlot() { Close(); }
+
+  // Any thread. While open, starts loading `path` in the background (after any load in flight).
+  void SetPath(const std::string &path);
+  std::string path() const;
+  void SetPrecision(Precision p);
+  Precision precision() const;
+
+  // start(): loads the current path synchronously (an ONNX model is compiled here, or found in
+  // the cache). Errors name the file.
+  Status Open(std::shared_ptr<cl::Device> device);
+  // stop(): waits for a background load, drops both networks.
+  void Close();
+
+  Network *current() const { return current_.get(); }
+
+  struct Pending {
+    bool present = false;  // a background load finished since the last call
+    std::string path;
+    Status status;                     // why it failed, when it did
+    std::unique_ptr<Network> network;  // the new network when it loaded
+  };
+  // Streaming thread, at a frame boundary: the result of the last finished background load.
+  Pending TakePending();
+  // Makes `network` the current one (the caller checked it fits); the old one is dropped after
+  // the caller's in-flight work, which is ordered before any later enqueue on the same queue.
+  void Adopt(std::unique_ptr<Network> network) { current_ = std::move(network); }
+
+ private:
+  void StartLoad(const std::string &path);
+
+  mutable std::mutex lock_;
+  std::string path_;
+  Precision precision_ = Precision::kAuto;
+  std::shared_ptr<cl::Device> device_;
+  bool open_ = false;
+  std::thread loader_;
+  Pending pending_;
+  std::unique_ptr<Network> current_;
+};
+
+// Device time per frame, measured from submission to the completion callback of the frame's
+// last event: the streaming thread never waits for it.
+class FrameTimer {
+ public:
+  struct Stats {
+    uint64_t frames = 0;  // frames whose completion was seen
+    uint64_t total_ns = 0;
+    uint64_t max_ns = 0;
+    uint64_t last_ns = 0;
+    double mean_ns() const { return frames ? double(total_ns) / double(frames) : 0.0; }
+  };
+
+  ~FrameTimer() { Drain(); }
+  // Starts timing a frame submitted at `start_ns` (Now()) that ends with `event`. Frames beyond
+  // kSlots in flight are not timed (never happens with bounded pools).
+  void Track(cl_event event, int64_t start_ns);
+  // Waits for every tracked completion callback (stop(), after the queue finished).
+  void Drain();
+  void Reset();
+  Stats stats() const;
+  static int64_t Now();
+
+ private:
+  static constexpr size_t kSlots = 64;
+  struct Slot {
+    FrameTimer *timer = nullptr;
+    int64_t start_ns = 0;
+    bool busy = false;
+  };
+  static void CL_CALLBACK OnComplete(cl_event event, cl_int status, void *data);
+
+  mutable std::mutex lock_;
+  std::condition_variable idle_;
+  std::array<Slot, kSlots> slots_{};
+  size_t next_ = 0;
+  int pending_ = 0;
+  Stats stats_;
+};
+
+// An input tensor as a cl_mem: a GstOpMemory on `ctx` is used in place; any other memory is
+// uploaded into `staging` (created once by the caller for the negotiated size) with a
+// non-blocking write that keeps the memory mapped and referenced until the write completes.
+// `ready` is what a reader must wait for: the memory's last writer, or the upload.
+struct DeviceTensor {
+  cl_mem mem = nullptr;
+  size_t offset = 0;  // bytes
+  cl::EventHandle ready;
+};
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
+                                   cl_mem staging);
+
+}  // namespace op::vision

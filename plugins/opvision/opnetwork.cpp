@@ -1,0 +1,188 @@
+#include "opnetwork.h"
+
+#include <set>
+
+#include "nn/compiler.h"
+#include "nn/executor.h"
+
+namespace op::vision {
+namespace {
+
+std::string DescribeTensor(const GstOpTensorDesc &t) {
+  std::string s = gst_op_tensor_type_to_string(t.type);
+  s += " (";
+  for (size_t i = 0; i < t.dims.size(); i++)
+    s += (i ? "," : "") + std::to_string(t.dims[i]);
+  return s + ")";
+}
+
+}  // namespace
+
+const char *PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kAuto:
+      return "auto";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "unknown";
+}
+
+Status CheckInput(const GstOpTensorDesc &input, const GstOpTensorInfo &caps_info,
+                  const std::string &pad_name) {
+  // Upstream may call its tensor anything (opwarp names it after its role); a pad carrying one
+  // tensor gives that tensor, a pad carrying several must name it.
+  int i = caps_info.Find(input.name);
+  if (i < 0 && caps_info.tensors.size() == 1)
+    i = 0;
+  if (i < 0) {
+    std::string names;
+    for (const GstOpTensorDesc &t : caps_info.tensors)
+      names += (names.empty() ? "" : ", ") + t.name;
+    return InvalidArgument("model input \"" + input.name + "\" is not among the tensors of pad " +
+                           pad_name + " (" + names + ")");
+  }
+  const GstOpTensorDesc &got = caps_info.tensors[i];
+  if (got.type != input.type || got.dims != input.dims)
+    return InvalidArgument("model input \"" + input.name + "\" wants " + DescribeTensor(input) +
+                           ", pad " + pad_name + " carries " + DescribeTensor(got));
+  return Status::Ok();
+}
+
+StatusOr<GstOpTensorInfo> ConcatTensorInfo(const GstOpTensorInfo &first,
+                                           const GstOpTensorInfo &second,
+                                           const std::string &prefix) {
+  GstOpTensorInfo out = first;
+  // Slices written without a tensor name refer to the first tensor; make every one explicit
+  // so that they keep meaning the same tensor after the concatenation.
+  for (GstOpTensorSlice &s : out.slices)
+    if (s.tensor.empty() && !out.tensors.empty())
+      s.tensor = out.tensors.front().name;
+  std::set<std::string> used;
+  for (const GstOpTensorDesc &t : first.tensors)
+    used.insert(t.name);
+  for (const GstOpTensorDesc &t : second.tensors) {
+    GstOpTensorDesc renamed = t;
+    if (used.count(t.name))
+      renamed.name = prefix + "_" + t.name;
+    used.insert(renamed.name);
+    for (const GstOpTensorSlice &s : second.slices) {
+      const std::string &of = s.tensor.empty() ? second.tensors.front().name : s.tensor;
+      if (of != t.name)
+        continue;
+      GstOpTensorSlice c = s;
+      c.tensor = renamed.name;
+      out.slices.push_back(c);
+    }
+    out.tensors.push_back(renamed);
+  }
+  Status valid = gst_op_tensor_info_validate(out);
+  if (!valid.ok())
+    return valid.Prepend("concatenating the vision and policy outputs");
+  return out;
+}
+
+}  // namespace op::vision
+
+// ---- the network on gst/nn's executor ---------------------------------------------------
+
+namespace op::vision {
+namespace {
+
+StatusOr<GstOpTensorType> TypeOf(const nn::TensorDesc &t) {
+  switch (t.dtype) {
+    case nn::DType::kUInt8:
+      return GstOpTensorType::kUint8;
+    case nn::DType::kInt64:
+      return GstOpTensorType::kInt64;
+    case nn::DType::kFloat16:
+      return GstOpTensorType::kFloat16;
+    case nn::DType::kFloat32:
+      return GstOpTensorType::kFloat32;
+    default:
+      return Unsupported("tensor \"" + t.name + "\" is of type " + nn::DTypeName(t.dtype) +
+                         ", which tensor caps do not carry");
+  }
+}
+
+StatusOr<GstOpTensorInfo> InfoOf(const std::vector<nn::TensorDesc> &tensors) {
+  GstOpTensorInfo info;
+  for (const nn::TensorDesc &t : tensors) {
+    GstOpTensorDesc d;
+    d.name = t.name;
+    OP_ASSIGN_OR_RETURN(d.type, TypeOf(t));
+    d.dims = t.dims;
+    info.tensors.push_back(d);
+    for (const nn::OutputSlice &s : t.slices)
+      info.slices.push_back(GstOpTensorSlice{t.name, s.name, s.start, s.end});
+  }
+  Status valid = gst_op_tensor_info_validate(info);
+  if (!valid.ok())
+    return valid.Prepend("the model's tensors");
+  return info;
+}
+
+class NnNetwork : public Network {
+ public:
+  NnNetwork(std::unique_ptr<nn::Executor> exec, GstOpTensorInfo inputs, GstOpTensorInfo outputs,
+            std::string description)
+      : exec_(std::move(exec)),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        description_(std::move(description)) {}
+
+  const GstOpTensorInfo &inputs() const override { return inputs_; }
+  const GstOpTensorInfo &outputs() const override { return outputs_; }
+  StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs, const cl_mem *outputs,
+                                const cl::EventList &wait) override {
+    return exec_->Run(queue, inputs, inputs_.tensors.size(), outputs, outputs_.tensors.size(),
+                      wait);
+  }
+  std::string Describe() const override { return description_; }
+
+ private:
+  std::unique_ptr<nn::Executor> exec_;
+  GstOpTensorInfo inputs_, outputs_;
+  std::string description_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> device,
+                                               const std::string &path, Precision precision) {
+  nn::CompileOptions options;
+  // auto: half storage where the device computes in half, as openpilot's networks are fp16.
+  options.precision =
+      precision == Precision::kFp16 || (precision == Precision::kAuto && device->caps().fp16)
+          ? nn::Precision::kFp16
+          : nn::Precision::kFp32;
+  nn::LoadInfo load;
+  auto model = nn::LoadOrCompile(path, *device, options, &load);
+  if (!model.ok())
+    return Status(model.status()).Prepend("loading " + path);
+  GstOpTensorInfo in, out;
+  {
+    auto i = InfoOf(model->inputs);
+    if (!i.ok())
+      return Status(i.status()).Prepend(path);
+    in = std::move(i).value();
+    auto o = InfoOf(model->outputs);
+    if (!o.ok())
+      return Status(o.status()).Prepend(path);
+    out = std::move(o).value();
+  }
+  std::string description = path + " (" + model->precision + ", " + model->profile + ", " +
+                            (load.compiled     ? "compiled now"
+                             : load.from_cache ? "from the cache"
+                                               : "precompiled") +
+                            ")";
+  auto exec = nn::Executor::Create(std::move(device), std::move(model).value());
+  if (!exec.ok())
+    return Status(exec.status()).Prepend("loading " + path);
+  return std::unique_ptr<Network>(new NnNetwork(std::move(exec).value(), std::move(in),
+                                                std::move(out), std::move(description)));
+}
+
+}  // namespace op::vision
