@@ -2,6 +2,8 @@
 
 #include <bzlib.h>
 #include <capnp/schema.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
 #include <zstd.h>
 
 #include <cerrno>
@@ -291,6 +293,22 @@ StatusOr<LogContents> ReadLog(const std::string &path) {
                          .Prepend("log '" + path + "'"));
   log.truncated = cut || partial;
   return log;
+}
+
+Status VisitEvents(const LogContents &log,
+                   const std::function<void(size_t, op::msg::Event::Reader)> &visit) {
+  size_t index = 0;
+  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
+    for (; index < log.messages.size(); index++) {
+      capnp::FlatArrayMessageReader reader(log.messages[index]);
+      visit(index, reader.getRoot<op::msg::Event>());
+    }
+  });
+  KJ_IF_MAYBE (e, failure) {
+    return Corrupt("message " + std::to_string(index) +
+                   " does not decode: " + e->getDescription().cStr());
+  }
+  return Status::Ok();
 }
 
 }  // namespace op::drive

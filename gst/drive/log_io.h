@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,12 @@ struct LogContents {
 
 // Reads a whole log, choosing the decompressor from the file's magic bytes, not its name.
 StatusOr<LogContents> ReadLog(const std::string &path);
+
+// Calls visit(index, event) for each message in order. A message Cap'n Proto cannot read (a
+// pointer out of bounds, a hostile nesting depth) stops the walk with a Corrupt status naming
+// its index; its exceptions never leave this function.
+Status VisitEvents(const LogContents &log,
+                   const std::function<void(size_t, op::msg::Event::Reader)> &visit);
 
 // Splits flat-array framed messages laid end to end. A trailing partial message sets
 // *truncated (when given) or, without it, is a Corrupt error naming the offset.

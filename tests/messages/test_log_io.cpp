@@ -212,6 +212,33 @@ TEST(Log, ZstdStoppedMidStreamStillDecodes) {
   std::remove(copy.c_str());
 }
 
+TEST(Log, UnreadableMessagesAreCorruptNotCrashes) {
+  capnp::MallocMessageBuilder message;
+  BuildEvent(message, 3);
+  std::vector<uint8_t> bytes;
+  SerializeFlat(message, &bytes);
+  // The root pointer (first word of the segment, after the 8-byte table) now points far
+  // outside the segment.
+  const std::string path = TempPath("hostile");
+  std::vector<uint8_t> hostile = bytes;
+  hostile[8] = 0xfc, hostile[9] = 0xff, hostile[10] = 0xff, hostile[11] = 0x7f;
+  std::vector<uint8_t> log_bytes = bytes;
+  log_bytes.insert(log_bytes.end(), hostile.begin(), hostile.end());
+  WriteBytes(path, log_bytes);
+  auto log = ReadLog(path);
+  ASSERT_TRUE(log.ok()) << log.status().ToString();  // the framing itself is fine
+  ASSERT_EQ(log->messages.size(), 2u);
+  size_t visited = 0;
+  op::Status st = VisitEvents(*log, [&](size_t, op::msg::Event::Reader event) {
+    visited++;
+    EXPECT_EQ(event.getCameraOdometry().getFrameId(), 3u);
+  });
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+  EXPECT_NE(st.message().find("message 1 does not decode"), std::string::npos) << st.message();
+  EXPECT_EQ(visited, 1u);
+  std::remove(path.c_str());
+}
+
 TEST(Log, ErrorsNameThePath) {
   auto w = LogWriter::Open("/nonexistent-dir-of-op/rlog.zst");
   ASSERT_FALSE(w.ok());

@@ -7,8 +7,6 @@
 // The exit status is 0 when every message was read, 1 on an error, 2 for a log cut short (the
 // messages before the cut are still printed).
 #include <capnp/pretty-print.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
 
 #include <cstdio>
 #include <cstring>
@@ -46,27 +44,19 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "oplog: %s\n", log.status().ToString().c_str());
     return 1;
   }
-  size_t index = 0;
-  // Cap'n Proto reports malformed messages as exceptions; one bad message ends the listing
-  // with its index instead of aborting.
-  kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
-    for (const auto &words : log->messages) {
-      capnp::FlatArrayMessageReader reader(words);
-      auto event = reader.getRoot<op::msg::Event>();
-      if (command == "list") {
-        std::printf("%llu %s %zu\n", static_cast<unsigned long long>(event.getLogMonoTime()),
-                    op::drive::EventServiceName(event).c_str(), words.size() * sizeof(capnp::word));
-      } else if (pretty) {
-        std::printf("%s\n", capnp::prettyPrint(event).flatten().cStr());
-      } else {
-        std::printf("%s\n", kj::str(event).cStr());
-      }
-      index++;
+  op::Status st = op::drive::VisitEvents(*log, [&](size_t index, op::msg::Event::Reader event) {
+    if (command == "list") {
+      std::printf("%llu %s %zu\n", static_cast<unsigned long long>(event.getLogMonoTime()),
+                  op::drive::EventServiceName(event).c_str(),
+                  log->messages[index].size() * sizeof(capnp::word));
+    } else if (pretty) {
+      std::printf("%s\n", capnp::prettyPrint(event).flatten().cStr());
+    } else {
+      std::printf("%s\n", kj::str(event).cStr());
     }
   });
-  KJ_IF_MAYBE (e, failure) {
-    std::fprintf(stderr, "oplog: %s: message %zu does not decode: %s\n", path.c_str(), index,
-                 e->getDescription().cStr());
+  if (!st.ok()) {
+    std::fprintf(stderr, "oplog: %s: %s\n", path.c_str(), st.message().c_str());
     return 1;
   }
   if (log->truncated) {
