@@ -142,11 +142,11 @@ Status Executor::Load() {
           cl_uint off = static_cast<cl_uint>(a.buffer.offset / a.buffer.element_bytes);
           switch (a.buffer.kind) {
             case BufferKind::kArena:
-              OP_RETURN_IF_ERROR(cl::SetArgs(kern, arena_.get()).Prepend(where));
+            case BufferKind::kWeights: {
+              cl_mem mem = a.buffer.kind == BufferKind::kArena ? arena_.get() : weights_.get();
+              OP_CL_CHECK(clSetKernelArg(kern, i, sizeof(mem), &mem));
               break;
-            case BufferKind::kWeights:
-              OP_RETURN_IF_ERROR(cl::SetArgs(kern, weights_.get()).Prepend(where));
-              break;
+            }
             case BufferKind::kInput:
             case BufferKind::kOutput:
               bindings_.push_back({k, i, a.buffer.kind == BufferKind::kOutput, a.buffer.index});

@@ -1,0 +1,312 @@
+// Differential tests: every op's kernel on the device against the reference interpreter, with
+// odd shapes (1, 3, 13, 127), for fp32 and fp16 storage of intermediates and weights.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "graph_builder.h"
+
+using namespace op;
+using namespace op::nn;
+using namespace op::nn::testing;
+
+namespace {
+
+Attributes A(std::initializer_list<std::pair<const char *, AttrValue>> kv) {
+  Attributes a;
+  for (auto &[k, v] : kv)
+    a.Set(k, v);
+  return a;
+}
+
+using Ints = std::vector<int64_t>;
+
+struct Case {
+  std::string name;
+  std::function<void(Builder &)> build;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> c;
+  // --- elementwise, unary (each on an odd shape)
+  struct U {
+    OpKind op;
+    float lo, hi;
+    Attributes attrs;
+  };
+  std::vector<U> unary = {
+      {OpKind::kSqrt, 0.1f, 4.f, {}},
+      {OpKind::kExp, -3.f, 3.f, {}},
+      {OpKind::kLog, 0.1f, 4.f, {}},
+      {OpKind::kNeg, -2.f, 2.f, {}},
+      {OpKind::kAbs, -2.f, 2.f, {}},
+      {OpKind::kReciprocal, 0.5f, 3.f, {}},
+      {OpKind::kRelu, -2.f, 2.f, {}},
+      {OpKind::kLeakyRelu, -2.f, 2.f, A({{"alpha", 0.2f}})},
+      {OpKind::kElu, -2.f, 2.f, A({{"alpha", 0.7f}})},
+      {OpKind::kSigmoid, -4.f, 4.f, {}},
+      {OpKind::kHardSigmoid, -4.f, 4.f, A({{"alpha", 0.3f}, {"beta", 0.4f}})},
+      {OpKind::kHardSwish, -4.f, 4.f, {}},
+      {OpKind::kTanh, -3.f, 3.f, {}},
+      {OpKind::kErf, -2.f, 2.f, {}},
+      {OpKind::kSoftplus, -3.f, 3.f, {}},
+      {OpKind::kFloor, -3.f, 3.f, {}},
+      {OpKind::kCeil, -3.f, 3.f, {}},
+      {OpKind::kSin, -3.f, 3.f, {}},
+      {OpKind::kCos, -3.f, 3.f, {}},
+      {OpKind::kAtan, -3.f, 3.f, {}},
+      {OpKind::kSoftsign, -3.f, 3.f, {}},
+      {OpKind::kSelu, -3.f, 3.f, {}},
+  };
+  for (const U &u : unary)
+    c.push_back({std::string(OpName(u.op)), [u](Builder &b) {
+                   TensorId x = b.Input("x", {3, 13}, u.lo, u.hi);
+                   b.Output(b.Add(u.op, {x}, u.attrs));
+                 }});
+  // --- binary with broadcasting
+  for (OpKind op : {OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv, OpKind::kMax,
+                    OpKind::kMin, OpKind::kPRelu})
+    c.push_back({std::string(OpName(op)) + "_broadcast", [op](Builder &b) {
+                   TensorId x = b.Input("x", {3, 1, 13}, 0.5f, 2.f);
+                   TensorId y = b.Input("y", {7, 1}, 0.5f, 2.f);
+                   b.Output(b.Add(op, {x, y}));
+                 }});
+  c.push_back({"Clip", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 13}, -3.f, 3.f);
+                 TensorId lo = b.Const(MakeFloatConstant({-1.f}, Shape({})));
+                 TensorId hi = b.Const(MakeFloatConstant({0.5f}, Shape({})));
+                 b.Output(b.Add(OpKind::kClip, {x, lo, hi}));
+               }});
+  c.push_back({"Pow", [](Builder &b) {
+                 TensorId x = b.Input("x", {127}, 0.1f, 2.f);
+                 TensorId y = b.Input("y", {1}, -1.f, 2.f);
+                 b.Output(b.Add(OpKind::kPow, {x, y}));
+               }});
+  for (OpKind op : {OpKind::kLess, OpKind::kGreater, OpKind::kEqual})
+    c.push_back({std::string(OpName(op)), [op](Builder &b) {
+                   TensorId x = b.Input("x", {13, 3});
+                   TensorId y = b.Input("y", {3});
+                   TensorId cmp = b.Add(op, {x, y});
+                   b.Output(cmp);
+                   b.Output(b.Add(OpKind::kWhere, {cmp, x, y}));
+                 }});
+  c.push_back({"Cast_fp16_roundtrip", [](Builder &b) {
+                 TensorId x = b.Input("x", {13});
+                 b.Output(b.Add(OpKind::kCast, {x}, A({{"to", int64_t{10}}})));
+               }});
+  c.push_back({"ElementwiseChain_gelu_tanh", [](Builder &b) {
+                 // 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3)))
+                 TensorId x = b.Input("x", {3, 127});
+                 Attributes at;
+                 at.Set("ops", std::vector<std::string>{"Mul", "Mul", "Mul", "Add", "Mul", "Tanh",
+                                                        "Add", "Mul", "Mul"});
+                 at.Set("operand", Ints{0, 0, -1, 0, -1, -1, -1, 0, -1});
+                 at.Set("swap", Ints{0, 0, 0, 0, 0, 0, 0, 0, 0});
+                 at.Set("step_alpha",
+                        std::vector<float>{0, 0, 0.044715f, 0, 0.7978845608f, 0, 1.f, 0, 0.5f});
+                 at.Set("step_beta", std::vector<float>(9, 0.f));
+                 b.Output(b.Add(OpKind::kElementwiseChain, {x}, at));
+               }});
+  // --- convolutions
+  c.push_back({"Conv_pad_stride", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 13, 13});
+                 TensorId w = b.Weights({5, 3, 3, 3});
+                 TensorId bias = b.Weights({5});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias},
+                                A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
+               }});
+  c.push_back(
+      {"Conv_grouped_7x7_s2", [](Builder &b) {
+         TensorId x = b.Input("x", {1, 6, 13, 13});
+         TensorId w = b.Weights({6, 2, 7, 7});
+         b.Output(b.Add(
+             OpKind::kConv, {x, w},
+             A({{"pads", Ints{3, 3, 3, 3}}, {"strides", Ints{2, 2}}, {"group", int64_t{3}}})));
+       }});
+  c.push_back({"Conv_depthwise_dilated_same", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 3, 13, 1 + 12});
+                 TensorId w = b.Weights({3, 1, 3, 3});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"auto_pad", std::string("SAME_UPPER")},
+                                   {"dilations", Ints{2, 2}},
+                                   {"group", int64_t{3}}})));
+               }});
+  c.push_back({"Conv_1d", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 127});
+                 TensorId w = b.Weights({13, 3, 5});
+                 b.Output(b.Add(OpKind::kConv, {x, w}, A({{"pads", Ints{2, 1}}})));
+               }});
+  c.push_back({"FusedConv_act_residual", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 13, 13});
+                 TensorId r = b.Input("r", {1, 7, 13, 13});
+                 TensorId w = b.Weights({7, 3, 3, 3});
+                 TensorId bias = b.Weights({7});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r},
+                                A({{"pads", Ints{1, 1, 1, 1}},
+                                   {"activation", std::string("LeakyRelu")},
+                                   {"activation_alpha", 0.1f},
+                                   {"residual_after_activation", int64_t{1}}})));
+               }});
+  c.push_back({"ConvTranspose", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 5, 7});
+                 TensorId w = b.Weights({3, 4, 3, 3});
+                 TensorId bias = b.Weights({4});
+                 b.Output(b.Add(OpKind::kConvTranspose, {x, w, bias},
+                                A({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})));
+               }});
+  // --- matrix products
+  c.push_back(
+      {"Gemm_trans_bias", [](Builder &b) {
+         TensorId a = b.Input("a", {13, 3});
+         TensorId w = b.Weights({127, 13});
+         TensorId bias = b.Weights({127});
+         b.Output(b.Add(
+             OpKind::kGemm, {a, w, bias},
+             A({{"transA", int64_t{1}}, {"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.f}})));
+       }});
+  c.push_back({"MatMul_batched_broadcast", [](Builder &b) {
+                 TensorId a = b.Input("a", {2, 1, 13, 3});
+                 TensorId bm = b.Input("b", {3, 3, 127});
+                 b.Output(b.Add(OpKind::kMatMul, {a, bm}));
+               }});
+  c.push_back({"MatMul_vector", [](Builder &b) {
+                 TensorId a = b.Input("a", {13});
+                 TensorId bm = b.Input("b", {13, 3});
+                 b.Output(b.Add(OpKind::kMatMul, {a, bm}));
+               }});
+  c.push_back({"FusedGemm_relu_residual", [](Builder &b) {
+                 TensorId a = b.Input("a", {1, 127});
+                 TensorId w = b.Weights({127, 13});
+                 TensorId bias = b.Weights({13});
+                 TensorId r = b.Input("r", {1, 13});
+                 b.Output(b.Add(OpKind::kFusedGemm, {a, w, bias, r},
+                                A({{"activation", std::string("Relu")}})));
+               }});
+  // --- pooling, reductions, softmax, normalisation
+  c.push_back({"MaxPool_ceil", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 13, 13});
+                 b.Output(b.Add(OpKind::kMaxPool, {x},
+                                A({{"kernel_shape", Ints{3, 3}},
+                                   {"strides", Ints{2, 2}},
+                                   {"ceil_mode", int64_t{1}}})));
+               }});
+  c.push_back({"AveragePool_pad", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 13, 13});
+                 b.Output(b.Add(OpKind::kAveragePool, {x},
+                                A({{"kernel_shape", Ints{3, 3}},
+                                   {"pads", Ints{1, 1, 1, 1}},
+                                   {"count_include_pad", int64_t{1}}})));
+                 b.Output(b.Add(OpKind::kAveragePool, {x},
+                                A({{"kernel_shape", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})));
+               }});
+  c.push_back({"GlobalAveragePool", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 13, 7, 3});
+                 b.Output(b.Add(OpKind::kGlobalAveragePool, {x}));
+               }});
+  for (OpKind op : {OpKind::kReduceMean, OpKind::kReduceMax, OpKind::kReduceSumSquare,
+                    OpKind::kReduceLogSumExp})
+    c.push_back({std::string(OpName(op)), [op](Builder &b) {
+                   TensorId x = b.Input("x", {3, 13, 7});
+                   b.Output(b.Add(op, {x}, A({{"axes", Ints{0, 2}}, {"keepdims", int64_t{1}}})));
+                 }});
+  c.push_back(
+      {"ReduceSum_axes_input", [](Builder &b) {
+         TensorId x = b.Input("x", {3, 13, 7});
+         b.Output(b.Add(OpKind::kReduceSum, {x, b.Ints({-1})}, A({{"keepdims", int64_t{0}}})));
+       }});
+  c.push_back({"ArgMax", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 13});
+                 b.Output(b.Add(OpKind::kArgMax, {x}, A({{"axis", int64_t{1}}})));
+               }});
+  c.push_back({"Softmax", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 13, 7}, -5.f, 5.f);
+                 b.Output(b.Add(OpKind::kSoftmax, {x}, A({{"axis", int64_t{1}}})));
+                 b.Output(b.Add(OpKind::kLogSoftmax, {x}));
+               }});
+  c.push_back({"LayerNormalization", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 127});
+                 TensorId s = b.Weights({127});
+                 TensorId bias = b.Weights({127});
+                 b.Output(b.Add(OpKind::kLayerNormalization, {x, s, bias}));
+               }});
+  c.push_back({"BatchNormalization", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 3, 13});
+                 TensorId s = b.Weights({3}), bias = b.Weights({3}), m = b.Weights({3});
+                 TensorId v = b.Weights({3}, 0.5f, 2.f);
+                 b.Output(b.Add(OpKind::kBatchNormalization, {x, s, bias, m, v}));
+               }});
+  // --- layout
+  c.push_back({"Transpose", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 13, 7});
+                 b.Output(b.Add(OpKind::kTranspose, {x}, A({{"perm", Ints{2, 0, 1}}})));
+               }});
+  c.push_back({"Slice_negative_step", [](Builder &b) {
+                 TensorId x = b.Input("x", {13, 7});
+                 b.Output(b.Add(OpKind::kSlice, {x, b.Ints({-2, 1}), b.Ints({0, 7}), b.Ints({0, 1}),
+                                                 b.Ints({-3, 2})}));
+               }});
+  c.push_back(
+      {"Concat_Split", [](Builder &b) {
+         TensorId x = b.Input("x", {3, 13});
+         TensorId y = b.Input("y", {3, 1});
+         TensorId cat = b.Add(OpKind::kConcat, {x, y}, A({{"axis", int64_t{1}}}));
+         TensorId s0 = b.Add(OpKind::kSplit, {cat, b.Ints({4, 10})}, A({{"axis", int64_t{-1}}}), 2);
+         b.Output(s0);
+         b.Output(s0 + 1);
+       }});
+  for (const char *mode : {"constant", "reflect", "edge"})
+    c.push_back({std::string("Pad_") + mode, [mode](Builder &b) {
+                   TensorId x = b.Input("x", {3, 13});
+                   b.Output(b.Add(OpKind::kPad, {x, b.Ints({1, 2, 2, 1})},
+                                  A({{"mode", std::string(mode)}})));
+                 }});
+  c.push_back({"Tile_Expand", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 1});
+                 b.Output(b.Add(OpKind::kTile, {x, b.Ints({2, 13})}));
+                 b.Output(b.Add(OpKind::kExpand, {x, b.Ints({2, 3, 7})}));
+               }});
+  c.push_back({"Gather", [](Builder &b) {
+                 TensorId x = b.Input("x", {13, 3, 7});
+                 TensorId ind = b.Const(MakeInt64Constant({0, -1, 5, 12, 3, 3}, Shape({2, 3})));
+                 b.Output(b.Add(OpKind::kGather, {x, ind}, A({{"axis", int64_t{0}}})));
+                 b.Output(b.Add(OpKind::kGather, {x, b.Ints({2})}, A({{"axis", int64_t{2}}})));
+               }});
+  c.push_back({"Reshape_chain_to_output", [](Builder &b) {
+                 TensorId x = b.Input("x", {3, 13});
+                 TensorId r = b.Add(OpKind::kRelu, {x});
+                 b.Output(b.Add(OpKind::kReshape, {r, b.Ints({13, 3})}));
+                 b.Output(b.Add(OpKind::kFlatten, {x}, A({{"axis", int64_t{0}}})));
+               }});
+  for (const char *mode : {"nearest", "linear"})
+    c.push_back(
+        {std::string("Resize_") + mode, [mode](Builder &b) {
+           TensorId x = b.Input("x", {1, 3, 7, 13});
+           TensorId scales = b.Const(MakeFloatConstant({1, 1, 2, 0.5f}, Shape({4})));
+           TensorId roi = b.Const(MakeFloatConstant({}, Shape({0})));
+           b.Output(b.Add(OpKind::kResize, {x, roi, scales}, A({{"mode", std::string(mode)}})));
+         }});
+  return c;
+}
+
+class OpsOnDevice : public ::testing::TestWithParam<std::tuple<size_t, Precision>> {};
+
+TEST_P(OpsOnDevice, MatchesReference) {
+  static const std::vector<Case> cases = Cases();
+  auto [i, precision] = GetParam();
+  Builder b;
+  cases[i].build(b);
+  ExpectMatchesReference(b, precision, precision == Precision::kFp32 ? 1e-4f : 2e-2f,
+                         cases[i].name);
+}
+
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<size_t, Precision>> &info) {
+  static const std::vector<Case> cases = Cases();
+  return cases[std::get<0>(info.param)].name + "_" + PrecisionName(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, OpsOnDevice,
+                         ::testing::Combine(::testing::Range<size_t>(0, Cases().size()),
+                                            ::testing::Values(Precision::kFp32, Precision::kFp16)),
+                         CaseName);
+
+}  // namespace
