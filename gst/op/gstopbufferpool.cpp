@@ -70,6 +70,55 @@ void gst_buffer_pool_config_set_op_video_layout(GstStructure *config, const GstV
   }
 }
 
+guint gst_op_video_info_plane_rows(const GstVideoInfo *info, guint plane) {
+  gint comp[GST_VIDEO_MAX_COMPONENTS];
+  gst_video_format_info_component(info->finfo, plane, comp);
+  return GST_VIDEO_INFO_COMP_HEIGHT(info, comp[0]);
+}
+
+gsize gst_op_video_info_plane_row_bytes(const GstVideoInfo *info, guint plane) {
+  gint comp[GST_VIDEO_MAX_COMPONENTS];
+  gst_video_format_info_component(info->finfo, plane, comp);
+  return static_cast<gsize>(GST_VIDEO_INFO_COMP_WIDTH(info, comp[0])) *
+         GST_VIDEO_INFO_COMP_PSTRIDE(info, comp[0]);
+}
+
+// Whether every plane's rows fit in `size` bytes and a row holds the plane's visible bytes.
+static bool LayoutFits(const GstVideoInfo *info, gsize size) {
+  for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(info); p++) {
+    gsize rows = gst_op_video_info_plane_rows(info, p);
+    gsize row_bytes = gst_op_video_info_plane_row_bytes(info, p);
+    if (info->stride[p] < 0 || static_cast<gsize>(info->stride[p]) < row_bytes)
+      return false;
+    if (rows && info->offset[p] + info->stride[p] * (rows - 1) + row_bytes > size)
+      return false;
+  }
+  return true;
+}
+
+gboolean gst_op_video_info_from_buffer(const GstVideoInfo *caps_info, GstBuffer *buffer,
+                                       GstVideoInfo *out) {
+  GstVideoInfo info = *caps_info;
+  gsize size = gst_buffer_get_size(buffer);
+  GstVideoMeta *meta = gst_buffer_get_video_meta(buffer);
+  if (meta) {
+    if (meta->format != GST_VIDEO_INFO_FORMAT(caps_info) ||
+        meta->width != (guint)GST_VIDEO_INFO_WIDTH(caps_info) ||
+        meta->height != (guint)GST_VIDEO_INFO_HEIGHT(caps_info) ||
+        meta->n_planes != GST_VIDEO_INFO_N_PLANES(caps_info))
+      return FALSE;
+    for (guint p = 0; p < meta->n_planes; p++) {
+      info.stride[p] = meta->stride[p];
+      info.offset[p] = meta->offset[p];
+    }
+  }
+  info.size = size;
+  if (!LayoutFits(&info, size))
+    return FALSE;
+  *out = info;
+  return TRUE;
+}
+
 // Applies an explicit layout from the config to `info`; fails if it does not fit the frame.
 static bool ReadExplicitLayout(GstOpBufferPool *self, const GstStructure *config,
                                GstVideoInfo *info) {

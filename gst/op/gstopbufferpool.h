@@ -42,3 +42,12 @@ gboolean gst_op_buffer_pool_get_video_info(GstBufferPool *pool, GstVideoInfo *in
 
 // Whether `a` and `b` have the same format, size, strides and plane offsets.
 gboolean gst_op_video_info_same_layout(const GstVideoInfo *a, const GstVideoInfo *b);
+
+// The layout of `buffer`: `caps_info` with the strides, offsets and size of its GstVideoMeta
+// when it has one (else the caps' packed layout, with size = the buffer's). Returns FALSE when
+// the meta disagrees with the caps' format or size, or the planes do not fit the buffer.
+gboolean gst_op_video_info_from_buffer(const GstVideoInfo *caps_info, GstBuffer *buffer,
+                                       GstVideoInfo *out);
+// Rows and visible bytes per row of plane `plane` (what a copy of the plane moves).
+guint gst_op_video_info_plane_rows(const GstVideoInfo *info, guint plane);
+gsize gst_op_video_info_plane_row_bytes(const GstVideoInfo *info, guint plane);

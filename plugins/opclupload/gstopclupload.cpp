@@ -1,0 +1,423 @@
+/**
+ * SECTION:element-opclupload
+ *
+ * Copies system-memory NV12 frames and tensor streams into OpenCL memory
+ * (`memory:OpCLMemory`), once, keeping the frame layout: a camera-style padded frame (stride
+ * 2048, UV plane at 2,490,368 for 1928×1208) stays padded, a packed one stays packed. The copy
+ * is enqueued on the pipeline's shared OpenCL queue; the output buffer carries its event, and
+ * the input buffer is released when the device has read it, so the streaming thread does not
+ * wait for the transfer. Timestamps, flags and metas (GstOpFrameMeta) are kept. Input that is
+ * already in OpenCL memory passes through.
+ *
+ * ## Example
+ * |[
+ * gst-launch-1.0 videotestsrc num-buffers=30 ! \
+ *     video/x-raw,format=NV12,width=1928,height=1208 ! opclupload ! opcldownload ! fakesink
+ * ]|
+ *
+ * ## Properties
+ * - `device` (string, default "auto"): the OpenCL device; see docs/devices.md. Elements of one
+ *   pipeline with agreeing device strings share one context.
+ */
+#include "gstopclupload.h"
+
+#include <gst/video/video.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "op/gstopbufferpool.h"
+#include "op/gstopmemory.h"
+#include "op/gstoptensor.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_cl_upload_debug);
+#define GST_CAT_DEFAULT gst_op_cl_upload_debug
+
+#define OP_CL_CAPS_STR                                                                            \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_OP_CL, "NV12")                        \
+  "; " GST_VIDEO_CAPS_MAKE("NV12") "; " GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL \
+                                   "); " GST_OP_TENSOR_CAPS_NAME
+
+static GstStaticPadTemplate sink_template =
+    GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
+static GstStaticPadTemplate src_template =
+    GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
+
+namespace {
+// An input buffer the device is still reading from: released by the copy's event callback.
+struct Pending {
+  GstOpClUpload *self;
+  GstBuffer *buffer;
+  std::vector<GstMapInfo> maps;
+};
+
+struct State {
+  // Negotiated input.
+  bool is_video = false;
+  GstVideoInfo caps_info;
+  GstOpTensorInfo tensors;
+  // The pool output frames come from, laid out like the input (replaced when it changes).
+  GstBufferPool *pool = nullptr;
+
+  // Input buffers whose copies are still in flight; stop() waits for them.
+  std::mutex lock;
+  std::condition_variable idle;
+  int in_flight = 0;
+};
+}  // namespace
+
+struct _GstOpClUpload {
+  GstOpBaseFilter parent;
+  State *state;
+};
+
+G_DEFINE_TYPE(GstOpClUpload, gst_op_cl_upload, GST_TYPE_OP_BASE_FILTER)
+GST_ELEMENT_REGISTER_DEFINE(opclupload, "opclupload", GST_RANK_NONE, GST_TYPE_OP_CL_UPLOAD)
+
+// Upload keeps OpenCL memory when it already has it (passthrough) and otherwise offers
+// OpenCL memory first; downstream asking for system memory gets the input unchanged.
+static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction, GstCaps *caps,
+                              GstCaps *filter) {
+  GstCaps *out;
+  if (direction == GST_PAD_SINK) {
+    out = gst_op_caps_with_feature(caps, GST_CAPS_FEATURE_MEMORY_OP_CL);
+    // GstBaseTransform tries passthrough before anything else, so for fixed input offer the
+    // converted caps alone when downstream takes them; the input caps stay an option otherwise.
+    bool converted_only = gst_caps_is_fixed(caps) && !gst_caps_is_equal(out, caps) &&
+                          gst_pad_peer_query_accept_caps(GST_BASE_TRANSFORM_SRC_PAD(trans), out);
+    if (!converted_only)
+      out = gst_caps_merge(out, gst_caps_copy(caps));
+  } else {
+    // What upstream may give for this output: OpenCL output comes from either memory.
+    GstCaps *op = gst_caps_new_empty(), *sys = gst_caps_new_empty();
+    for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+      GstCapsFeatures *f = gst_caps_get_features(caps, i);
+      GstCaps *one = gst_caps_copy_nth(caps, i);
+      if (f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_OP_CL))
+        op = gst_caps_merge(op, one);
+      else
+        sys = gst_caps_merge(sys, one);
+    }
+    out = gst_op_caps_with_both_memories(op);
+    gst_caps_unref(op);
+    out = gst_caps_merge(out, sys);
+  }
+  if (filter) {
+    GstCaps *tmp = gst_caps_intersect_full(filter, out, GST_CAPS_INTERSECT_FIRST);
+    gst_caps_unref(out);
+    out = tmp;
+  }
+  GST_DEBUG_OBJECT(trans, "%s %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
+                   direction == GST_PAD_SINK ? "sink" : "src", caps, out);
+  return out;
+}
+
+static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
+  auto *self = GST_OP_CL_UPLOAD(trans);
+  State &st = *self->state;
+  const GstStructure *s = gst_caps_get_structure(incaps, 0);
+  if (gst_op_structure_is_tensors(s)) {
+    auto info = gst_op_tensor_info_from_caps(incaps);
+    if (!info.ok()) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Malformed tensor caps"),
+                        ("%s", info.status().message().c_str()));
+      return FALSE;
+    }
+    st.is_video = false;
+    st.tensors = std::move(info).value();
+  } else {
+    if (!gst_video_info_from_caps(&st.caps_info, incaps)) {
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("Unusable video caps"),
+                        ("%" GST_PTR_FORMAT, incaps));
+      return FALSE;
+    }
+    st.is_video = true;
+  }
+  gst_base_transform_set_passthrough(trans, gst_caps_is_equal(incaps, outcaps));
+  GST_DEBUG_OBJECT(self, "%s, passthrough %d", st.is_video ? "video" : "tensors",
+                   gst_caps_is_equal(incaps, outcaps));
+  return TRUE;
+}
+
+static void ReplacePool(State &st, GstBufferPool *pool) {
+  if (st.pool && st.pool != pool)
+    gst_buffer_pool_set_active(st.pool, FALSE);
+  gst_clear_object(&st.pool);
+  st.pool = pool;
+}
+
+static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
+  auto *self = GST_OP_CL_UPLOAD(trans);
+  if (!GST_BASE_TRANSFORM_CLASS(gst_op_cl_upload_parent_class)->decide_allocation(trans, query))
+    return FALSE;
+  GstBufferPool *pool = nullptr;
+  if (gst_query_get_n_allocation_pools(query) > 0)
+    gst_query_parse_nth_allocation_pool(query, 0, &pool, nullptr, nullptr, nullptr);
+  ReplacePool(*self->state, pool);  // GstBaseTransform activates it
+  return TRUE;
+}
+
+// A pool of ours laid out like `layout`, active. NULL after an element error.
+static GstBufferPool *PoolForLayout(GstOpClUpload *self, const GstVideoInfo &layout) {
+  GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
+  GstBufferPool *pool = gst_op_buffer_pool_new(ctx);
+  GstCaps *caps = gst_video_info_to_caps(&layout);
+  gst_caps_set_features_simple(caps, gst_caps_features_new(GST_CAPS_FEATURE_MEMORY_OP_CL, nullptr));
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, layout.size, 2, 0);
+  gst_buffer_pool_config_set_op_video_layout(config, &layout);
+  gst_caps_unref(caps);
+  if (!gst_buffer_pool_set_config(pool, config) || !gst_buffer_pool_set_active(pool, TRUE)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not make an OpenCL pool for the input"),
+                      ("stride %d/%d, UV offset %" G_GSIZE_FORMAT ", %" G_GSIZE_FORMAT " bytes",
+                       layout.stride[0], layout.stride[1], layout.offset[1], layout.size));
+    gst_object_unref(pool);
+    return nullptr;
+  }
+  return pool;
+}
+
+static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inbuf,
+                                         GstBuffer **outbuf) {
+  auto *self = GST_OP_CL_UPLOAD(trans);
+  State &st = *self->state;
+  if (gst_base_transform_is_passthrough(trans)) {
+    *outbuf = inbuf;
+    return GST_FLOW_OK;
+  }
+  if (st.is_video) {
+    GstVideoInfo layout;
+    if (!gst_op_video_info_from_buffer(&st.caps_info, inbuf, &layout)) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame does not match its caps"),
+                        ("%" G_GSIZE_FORMAT " bytes or its video meta do not fit %dx%d %s",
+                         gst_buffer_get_size(inbuf), GST_VIDEO_INFO_WIDTH(&st.caps_info),
+                         GST_VIDEO_INFO_HEIGHT(&st.caps_info), GST_VIDEO_INFO_NAME(&st.caps_info)));
+      return GST_FLOW_ERROR;
+    }
+    GstVideoInfo have;
+    bool fits = st.pool && GST_IS_OP_BUFFER_POOL(st.pool) &&
+                gst_op_buffer_pool_get_video_info(st.pool, &have) &&
+                gst_op_video_info_same_layout(&have, &layout) && have.size >= layout.size;
+    if (!fits) {
+      // Happens once per layout (the first frame, or a source that changes its padding).
+      GST_INFO_OBJECT(self, "input layout: strides %d/%d, UV offset %" G_GSIZE_FORMAT,
+                      layout.stride[0], layout.stride[1], layout.offset[1]);
+      GstBufferPool *pool = PoolForLayout(self, layout);
+      if (!pool)
+        return GST_FLOW_ERROR;
+      ReplacePool(st, pool);
+    }
+  } else if (!st.pool) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No buffer pool was negotiated"), (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  // GstBaseTransform activates the negotiated pool lazily, in its own prepare_output_buffer.
+  if (!gst_buffer_pool_is_active(st.pool) && !gst_buffer_pool_set_active(st.pool, TRUE)) {
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not activate the OpenCL buffer pool"),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
+  GstFlowReturn ret = gst_buffer_pool_acquire_buffer(st.pool, outbuf, nullptr);
+  if (ret != GST_FLOW_OK)
+    return ret;
+  GST_BASE_TRANSFORM_GET_CLASS(trans)->copy_metadata(trans, inbuf, *outbuf);
+  return GST_FLOW_OK;
+}
+
+// Runs on a driver thread once the device has read the input: gives the buffer back.
+static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
+  auto *pending = static_cast<Pending *>(data);
+  State &st = *pending->self->state;
+  if (status < 0)
+    GST_WARNING_OBJECT(pending->self, "upload failed on the device: %d", status);
+  for (GstMapInfo &map : pending->maps)
+    gst_buffer_unmap(pending->buffer, &map);
+  gst_buffer_unref(pending->buffer);
+  delete pending;
+  std::lock_guard<std::mutex> guard(st.lock);
+  if (--st.in_flight == 0)
+    st.idle.notify_all();
+}
+
+static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const char *what) {
+  GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not upload the %s to the OpenCL device", what),
+                    ("%s", status.ToString().c_str()));
+  return GST_FLOW_ERROR;
+}
+
+// Enqueues the copies of `pending`'s mapped input into `outbuf`; returns the last event.
+static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, op::cl::Queue &queue,
+                                                       GstBuffer *outbuf, Pending &pending) {
+  State &st = *self->state;
+  op::cl::EventList wait;
+  gst_op_buffer_add_write_events(outbuf, &wait);
+  op::cl::EventHandle last;
+  if (st.is_video) {
+    GstVideoInfo in_layout, out_layout;
+    gst_op_video_info_from_buffer(&st.caps_info, pending.buffer, &in_layout);
+    if (!gst_op_video_info_from_buffer(&st.caps_info, outbuf, &out_layout))
+      return op::Internal("the output buffer does not fit the caps");
+    GstMapInfo dst;
+    if (!gst_op_memory_map_cl(gst_buffer_peek_memory(outbuf, 0), &dst, GST_MAP_WRITE))
+      return op::Internal("the output buffer is not OpenCL memory");
+    cl_mem mem = gst_op_map_info_get_cl_mem(&dst);
+    gsize base = gst_buffer_peek_memory(outbuf, 0)->offset;
+    gst_memory_unmap(gst_buffer_peek_memory(outbuf, 0), &dst);
+    const guint8 *src = pending.maps[0].data;
+    if (gst_op_video_info_same_layout(&in_layout, &out_layout)) {
+      // The same layout: one linear copy of the whole frame, padding included.
+      OP_ASSIGN_OR_RETURN(last,
+                          queue.Write(mem, base, MIN(in_layout.size, out_layout.size), src, wait));
+    } else {
+      for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(&in_layout); p++) {
+        OP_ASSIGN_OR_RETURN(last,
+                            queue.WriteRect(mem, base + out_layout.offset[p], out_layout.stride[p],
+                                            src + in_layout.offset[p], in_layout.stride[p],
+                                            gst_op_video_info_plane_row_bytes(&in_layout, p),
+                                            gst_op_video_info_plane_rows(&in_layout, p), wait));
+      }
+    }
+    return last;
+  }
+  // Tensors: pending.maps holds either one map per tensor or one map of everything.
+  gsize offset = 0;
+  for (size_t i = 0; i < st.tensors.tensors.size(); i++) {
+    gsize bytes = st.tensors.tensors[i].bytes();
+    const guint8 *src =
+        pending.maps.size() == 1 ? pending.maps[0].data + offset : pending.maps[i].data;
+    offset += bytes;
+    GstMemory *out_mem = gst_buffer_peek_memory(outbuf, i);
+    GstMapInfo dst;
+    if (!gst_op_memory_map_cl(out_mem, &dst, GST_MAP_WRITE))
+      return op::Internal("output tensor " + std::to_string(i) + " is not OpenCL memory");
+    cl_mem mem = gst_op_map_info_get_cl_mem(&dst);
+    gst_memory_unmap(out_mem, &dst);
+    OP_ASSIGN_OR_RETURN(last, queue.Write(mem, out_mem->offset, bytes, src, wait));
+  }
+  return last;
+}
+
+// Maps the input for reading into `pending`; checks its size against the caps.
+static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, Pending &pending) {
+  State &st = *self->state;
+  auto map_range = [&](guint idx, gint length) -> op::Status {
+    GstMapInfo info;
+    if (!gst_buffer_map_range(inbuf, idx, length, &info, GST_MAP_READ))
+      return op::IoError("could not map the input buffer for reading");
+    pending.maps.push_back(info);
+    return op::Status::Ok();
+  };
+  // A frame in several memories is merged by the map (GstVideoMeta offsets are buffer offsets).
+  if (st.is_video)
+    return map_range(0, -1);
+  guint n = gst_buffer_n_memory(inbuf);
+  size_t tensors = st.tensors.tensors.size();
+  bool per_tensor = n == tensors;
+  for (guint i = 0; per_tensor && i < n; i++)
+    per_tensor = gst_buffer_peek_memory(inbuf, i)->size == st.tensors.tensors[i].bytes();
+  if (!per_tensor) {
+    // Also accepted: all tensors back to back, however the memories split them.
+    if (gst_buffer_get_size(inbuf) != st.tensors.bytes())
+      return op::InvalidArgument(
+          "the input buffer has " + std::to_string(gst_buffer_get_size(inbuf)) + " bytes in " +
+          std::to_string(n) + " memories; the caps say " + std::to_string(st.tensors.bytes()) +
+          " bytes in " + std::to_string(tensors) + " tensors");
+    return map_range(0, -1);
+  }
+  for (guint i = 0; i < n; i++)
+    OP_RETURN_IF_ERROR(map_range(i, 1));
+  return op::Status::Ok();
+}
+
+static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
+  auto *self = GST_OP_CL_UPLOAD(trans);
+  State &st = *self->state;
+  GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+  auto *pending = new Pending{self, gst_buffer_ref(inbuf), {}};
+  auto release_now = [&]() {
+    for (GstMapInfo &map : pending->maps)
+      gst_buffer_unmap(pending->buffer, &map);
+    gst_buffer_unref(pending->buffer);
+    delete pending;
+  };
+  op::Status mapped = MapInput(self, inbuf, *pending);
+  if (!mapped.ok()) {
+    release_now();
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input buffer does not match its caps"),
+                      ("%s", mapped.ToString().c_str()));
+    return GST_FLOW_ERROR;
+  }
+  auto last = EnqueueCopies(self, queue, outbuf, *pending);
+  op::Status flushed = last.ok() ? queue.Flush() : last.status();
+  if (!flushed.ok()) {
+    // Nothing may still read the input: wait for what was enqueued before releasing it.
+    (void)queue.Finish();
+    release_now();
+    return Fail(self, flushed, st.is_video ? "frame" : "tensors");
+  }
+  gst_op_buffer_set_write_event(outbuf, last->get());
+  {
+    std::lock_guard<std::mutex> guard(st.lock);
+    st.in_flight++;
+  }
+  cl_int err = clSetEventCallback(last->get(), CL_COMPLETE, ReleaseInput, pending);
+  if (err != CL_SUCCESS) {
+    // Without a callback the only safe release is after the copy is done.
+    (void)op::cl::WaitForEvent(last->get());
+    ReleaseInput(last->get(), CL_COMPLETE, pending);
+  }
+  return GST_FLOW_OK;
+}
+
+// Waits until the device has released every input buffer (the queue is flushed after each
+// frame, so each callback comes).
+static void Close(GstOpBaseFilter *base) {
+  auto *self = GST_OP_CL_UPLOAD(base);
+  State &st = *self->state;
+  GstOpContext *ctx = gst_op_base_filter_get_context(base);
+  if (ctx)
+    (void)gst_op_context_get_queue(ctx).Finish();
+  std::unique_lock<std::mutex> guard(st.lock);
+  st.idle.wait(guard, [&] { return st.in_flight == 0; });
+  guard.unlock();
+  ReplacePool(st, nullptr);
+}
+
+static void Finalize(GObject *object) {
+  auto *self = GST_OP_CL_UPLOAD(object);
+  gst_clear_object(&self->state->pool);
+  delete self->state;
+  G_OBJECT_CLASS(gst_op_cl_upload_parent_class)->finalize(object);
+}
+
+static void gst_op_cl_upload_class_init(GstOpClUploadClass *klass) {
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseTransformClass *trans_class = GST_BASE_TRANSFORM_CLASS(klass);
+  GstOpBaseFilterClass *filter_class = GST_OP_BASE_FILTER_CLASS(klass);
+
+  gobject_class->finalize = Finalize;
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+  gst_element_class_set_static_metadata(
+      element_class, "OpenCL uploader", "Filter/Video/Uploader",
+      "Copies NV12 frames and tensors from system memory into OpenCL memory, keeping their layout",
+      "gst-op developers");
+
+  trans_class->passthrough_on_same_caps = TRUE;
+  trans_class->transform_caps = TransformCaps;
+  trans_class->set_caps = SetCaps;
+  trans_class->decide_allocation = DecideAllocation;
+  trans_class->prepare_output_buffer = PrepareOutputBuffer;
+  trans_class->transform = Transform;
+  filter_class->close = Close;
+
+  GST_DEBUG_CATEGORY_INIT(gst_op_cl_upload_debug, "opclupload", 0, "OpenCL upload");
+}
+
+static void gst_op_cl_upload_init(GstOpClUpload *self) {
+  self->state = new State();
+  gst_video_info_init(&self->state->caps_info);
+}
