@@ -619,6 +619,11 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   const gsize in_size = gst_buffer_get_size(inbuf);
   const bool meta_ok = gst_op_video_info_from_buffer(&st.caps_info, inbuf, &vinfo);
   op::drive::Nv12Layout layout = LayoutOf(meta_ok ? vinfo : st.caps_info);
+  if (op::Status valid = layout.Validate(); !valid.ok()) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame layout is unusable"),
+                      ("%s", valid.ToString().c_str()));
+    return GST_FLOW_ERROR;
+  }
   if (!meta_ok || in_size < layout.MinBytes()) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame is smaller than its caps say"),
                       ("%" G_GSIZE_FORMAT " bytes; %dx%d NV12 with Y stride %zu and UV offset "
