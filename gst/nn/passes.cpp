@@ -341,7 +341,7 @@ Status FuseConvGemm(Graph &graph) {
         } else {
           break;
         }
-      } else if (!has_act && !has_res) {
+      } else if (!has_act) {  // after a residual: act(conv + b + R)
         Attributes act;
         if (!FusableActivation(graph, n, &act))
           break;

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""opc info and opc run --reference on the committed reference models (models/*_small.onnx),
+checked against onnxruntime and the models' own metadata.
+
+Usage: test_opc.py OPC
+
+The small models keep fp16 activations inside (like openpilot's), so both runtimes round to
+half precision after each op, in their own order: the comparison allows a few half-precision
+ulps relative to the output's scale (2^-11 ≈ 4.9e-4 per rounding, over a few dozen layers),
+|got - want| <= 1e-2 * max(1, max|want|).
+"""
+import base64
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+try:
+    import onnx
+    import onnxruntime as ort
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+ROOT = os.environ.get("OP_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+opc = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    return subprocess.run([opc, *args], capture_output=True, text=True)
+
+
+rng = np.random.default_rng(11)
+work = tempfile.mkdtemp(prefix="nn_opc_")
+for name in ("driving_vision_small", "driving_policy_small", "driving_supercombo_small"):
+    path = os.path.join(ROOT, "models", name + ".onnx")
+    if not os.path.exists(path):
+        check(False, f"{path} exists")
+        continue
+    m = onnx.load(path)
+    meta = {p.key: p.value for p in m.metadata_props}
+
+    info = run("info", path)
+    check(info.returncode == 0, f"opc info {name} succeeds ({info.stderr.strip()})")
+    out = info.stdout
+    check(re.search(r"FLOPs: [0-9.]+ [KMG]?FLOP per run", out) is not None, f"{name}: info prints FLOPs")
+    check("parameters:" in out, f"{name}: info prints parameters")
+    for i in m.graph.input:
+        dims = ",".join(str(d.dim_value) for d in i.type.tensor_type.shape.dim)
+        check(re.search(rf"^\s+{re.escape(i.name)}\s+\S+ \({dims}\)", out, re.M) is not None,
+              f"{name}: info lists input {i.name} ({dims})")
+    if "output_slices" in meta:
+        slices = pickle.loads(base64.b64decode(meta["output_slices"]))  # our own committed model
+        for s, sl in slices.items():
+            check(re.search(rf"^\s+{re.escape(s)}\s+{sl.start}:{sl.stop} ", out, re.M) is not None,
+                  f"{name}: info lists slice {s} {sl.start}:{sl.stop}")
+
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feeds, args = {}, []
+    for i in sess.get_inputs():
+        a = (rng.integers(0, 256, i.shape, dtype=np.uint8) if "uint8" in i.type
+             else rng.standard_normal(i.shape).astype(np.float32))
+        feeds[i.name] = a
+        f = os.path.join(work, f"{name}_{i.name}.npy")
+        np.save(f, a)
+        args += ["--input", f"{i.name}={f}"]
+    want = sess.run(None, feeds)
+    odir = os.path.join(work, name)
+    r = run("run", path, "--reference", "--output-dir", odir, *args)
+    check(r.returncode == 0, f"opc run --reference {name} succeeds ({r.stderr.strip()})")
+    if r.returncode == 0:
+        for o, w in zip(sess.get_outputs(), want):
+            got = np.load(os.path.join(odir, o.name + ".npy"))
+            err = float(np.abs(got.astype(np.float64) - w).max())
+            scale = max(1.0, float(np.abs(w).max()))
+            check(got.shape == w.shape and got.dtype == w.dtype and err <= 1e-2 * scale,
+                  f"{name}: output {o.name} {got.shape} max error {err:.3g} (scale {scale:.3g})")
+
+# Errors are one line and name the problem.
+vision = os.path.join(ROOT, "models", "driving_vision_small.onnx")
+bad = os.path.join(work, "bad.npy")
+np.save(bad, np.zeros((1, 12, 128, 256), np.float32))
+r = run("run", vision, "--reference", "--output-dir", work, "--input", f"img={bad}", "--input", f"big_img={bad}")
+check(r.returncode != 0 and "img" in r.stderr and "float32" in r.stderr and "uint8" in r.stderr
+      and r.stderr.count("\n") == 1, f"wrong input dtype is a one-line error ({r.stderr.strip()})")
+r = run("run", vision, "--reference", "--output-dir", work, "--input", f"nope={bad}")
+check(r.returncode != 0 and "nope" in r.stderr, f"unknown input is refused ({r.stderr.strip()})")
+r = run("info", os.path.join(work, "missing.onnx"))
+check(r.returncode != 0 and "missing.onnx" in r.stderr, f"missing model is named ({r.stderr.strip()})")
+
+print(f"opc: {len(failures)} failures")
+sys.exit(1 if failures else 0)

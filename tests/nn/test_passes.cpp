@@ -1,0 +1,308 @@
+// Each graph pass computes the same outputs as the graph before it (reference interpreter
+// before/after), and really rewrites what it is for (the structure is checked too).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "nn/passes.h"
+#include "nn/reference.h"
+#include "nn/shape_inference.h"
+
+using namespace op;
+using namespace op::nn;
+
+namespace {
+
+// Builds small graphs through the IR: inputs, constants, nodes with one output each.
+struct Builder {
+  Graph g;
+  std::mt19937 rng{7};
+
+  TensorId Input(const std::string &name, Shape s, DType t = DType::kFloat32) {
+    Tensor x;
+    x.name = name;
+    x.dtype = t;
+    x.shape = s;
+    x.is_input = true;
+    TensorId id = g.AddTensor(x);
+    g.inputs.push_back(id);
+    return id;
+  }
+  TensorId Const(const std::string &name, Shape s, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(static_cast<size_t>(s.NumElements()));
+    for (float &x : v)
+      x = d(rng);
+    Tensor t = MakeFloatConstant(v, s);
+    t.name = name;
+    return g.AddTensor(t);
+  }
+  TensorId Scalar(const std::string &name, float v) {
+    Tensor t = MakeFloatConstant({v}, Shape{});
+    t.name = name;
+    return g.AddTensor(t);
+  }
+  TensorId Ints(const std::string &name, std::vector<int64_t> v) {
+    Tensor t = MakeInt64Constant(v, Shape{static_cast<int64_t>(v.size())});
+    t.name = name;
+    return g.AddTensor(t);
+  }
+  TensorId Add(OpKind op, std::vector<TensorId> in, const std::string &out, Attributes a = {}) {
+    Tensor t;
+    t.name = out;
+    TensorId id = g.AddTensor(t);
+    Node n;
+    n.op = op;
+    n.name = out + "_node";
+    n.inputs = std::move(in);
+    n.outputs = {id};
+    n.attrs = std::move(a);
+    n.opset = 17;
+    g.nodes.push_back(n);
+    return id;
+  }
+  void Output(TensorId id) {
+    g.tensor(id).is_output = true;
+    g.outputs.push_back(id);
+  }
+  // Random values for every input.
+  std::vector<Tensor> Inputs() {
+    std::vector<Tensor> v;
+    std::uniform_real_distribution<float> d(-2, 2);
+    for (TensorId id : g.inputs) {
+      const Tensor &t = g.tensor(id);
+      Tensor x;
+      x.name = t.name;
+      x.dtype = t.dtype;
+      x.shape = t.shape;
+      Bytes b(t.ByteSize());
+      for (size_t i = 0; i < static_cast<size_t>(t.shape.NumElements()); ++i) {
+        float f = d(rng);
+        if (t.dtype == DType::kFloat32)
+          std::memcpy(&b[4 * i], &f, 4);
+        if (t.dtype == DType::kFloat16) {
+          uint16_t h = FloatToHalf(f);
+          std::memcpy(&b[2 * i], &h, 2);
+        }
+      }
+      x.data = std::make_shared<const Bytes>(b);
+      v.push_back(x);
+    }
+    return v;
+  }
+};
+
+int Count(const Graph &g, OpKind op) {
+  int c = 0;
+  for (const Node &n : g.nodes)
+    c += n.op == op;
+  return c;
+}
+
+double Value(const Tensor &t, size_t i) {
+  return t.dtype == DType::kFloat16 ? HalfToFloat(t.Data<uint16_t>()[i]) : t.Data<float>()[i];
+}
+
+// Runs `pass` on a copy of the (shape-inferred) graph and compares outputs on random inputs.
+// The tolerance is relative to float32 rounding: passes reassociate a few float operations
+// (folded BatchNorm weights, a bias added inside the product), never more.
+Graph CheckSame(Builder &b, Status (*pass)(Graph &), double rtol = 1e-5, double atol = 1e-6) {
+  EXPECT_TRUE(InferShapes(b.g).ok());
+  Graph after = b.g;
+  Status st = pass(after);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(after.Validate().ok()) << after.Validate().ToString();
+  after.RemoveDeadCode();
+  EXPECT_TRUE(after.Validate().ok());
+  auto in = b.Inputs();
+  auto want = RunReference(b.g, in);
+  auto got = RunReference(after, in);
+  EXPECT_TRUE(want.ok()) << want.status().ToString();
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  if (!want.ok() || !got.ok())
+    return after;
+  EXPECT_EQ(got->size(), want->size());
+  for (size_t k = 0; k < want->size(); ++k) {
+    const Tensor &w = (*want)[k], &o = (*got)[k];
+    EXPECT_EQ(o.name, w.name);
+    EXPECT_EQ(o.shape, w.shape);
+    EXPECT_EQ(o.dtype, w.dtype);
+    size_t bad = 0;
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i)
+      if (std::fabs(Value(o, i) - Value(w, i)) > atol + rtol * std::fabs(Value(w, i)) && bad++ < 3)
+        ADD_FAILURE() << "output " << k << " at " << i << ": " << Value(o, i) << " vs "
+                      << Value(w, i);
+    EXPECT_EQ(bad, 0u);
+  }
+  return after;
+}
+
+Attributes Pads(int64_t p) {
+  Attributes a;
+  a.Set("pads", std::vector<int64_t>{p, p, p, p});
+  return a;
+}
+
+}  // namespace
+
+TEST(Passes, BatchNormFoldsIntoConv) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 13, 13});
+  TensorId c = b.Add(OpKind::kConv, {x, b.Const("w", Shape{4, 3, 3, 3}), b.Const("cb", Shape{4})},
+                     "c", Pads(1));
+  TensorId y = b.Add(OpKind::kBatchNormalization,
+                     {c, b.Const("s", Shape{4}), b.Const("bb", Shape{4}), b.Const("m", Shape{4}),
+                      b.Const("v", Shape{4}, 0.5f, 2.f)},
+                     "y");
+  b.Output(y);
+  Graph after = CheckSame(b, FoldBatchNormIntoConv);
+  EXPECT_EQ(Count(after, OpKind::kBatchNormalization), 0);
+  EXPECT_EQ(Count(after, OpKind::kConv), 1);
+}
+
+TEST(Passes, ConvBiasResidualReluFuse) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 13, 13});
+  TensorId r = b.Input("r", Shape{1, 5, 13, 13});
+  Attributes a = Pads(1);
+  a.Set("group", int64_t{1});
+  TensorId c = b.Add(OpKind::kConv, {x, b.Const("w", Shape{5, 3, 3, 3})}, "c", a);
+  TensorId s = b.Add(OpKind::kAdd, {c, b.Const("bias", Shape{1, 5, 1, 1})}, "s");
+  TensorId t = b.Add(OpKind::kAdd, {r, s}, "t");
+  TensorId y = b.Add(OpKind::kRelu, {t}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, FuseConvGemm);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  const Node &f = after.nodes[0];
+  EXPECT_EQ(f.op, OpKind::kFusedConv);
+  EXPECT_EQ(f.attrs.String("activation"), "Relu");
+  EXPECT_EQ(f.attrs.Int("residual_after_activation", -1), 0);
+  EXPECT_EQ(f.inputs.size(), 4u);
+}
+
+TEST(Passes, ConvActivationThenResidualFuses) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 4, 13, 3});
+  Attributes a = Pads(1);
+  a.Set("group", int64_t{4});  // depthwise
+  TensorId c =
+      b.Add(OpKind::kConv, {x, b.Const("w", Shape{4, 1, 3, 3}), b.Const("cb", Shape{4})}, "c", a);
+  Attributes lr;
+  lr.Set("alpha", 0.1f);
+  TensorId l = b.Add(OpKind::kLeakyRelu, {c}, "l", lr);
+  TensorId y = b.Add(OpKind::kAdd, {l, x}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, FuseConvGemm);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].attrs.String("activation"), "LeakyRelu");
+  EXPECT_EQ(after.nodes[0].attrs.Int("residual_after_activation"), 1);
+}
+
+TEST(Passes, GemmAndMatMulFuseBiasAndActivation) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13});
+  Attributes ga;
+  ga.Set("transB", int64_t{1});
+  TensorId g1 =
+      b.Add(OpKind::kGemm, {x, b.Const("w1", Shape{127, 13}), b.Const("c1", Shape{127})}, "g1", ga);
+  TensorId r1 = b.Add(OpKind::kRelu, {g1}, "r1");
+  TensorId x3 = b.Input("x3", Shape{2, 3, 13});
+  TensorId m = b.Add(OpKind::kMatMul, {x3, b.Const("w2", Shape{13, 7})}, "m");
+  TensorId m2 = b.Add(OpKind::kAdd, {m, b.Const("c2", Shape{7})}, "m2");
+  TensorId s = b.Add(OpKind::kSigmoid, {m2}, "s");
+  b.Output(r1);
+  b.Output(s);
+  Graph after = CheckSame(b, FuseConvGemm);
+  EXPECT_EQ(Count(after, OpKind::kFusedGemm), 2);
+  EXPECT_EQ(after.nodes.size(), 2u);
+}
+
+TEST(Passes, GeluTanhBecomesOneChain) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 13, 127});
+  TensorId p = b.Add(OpKind::kPow, {x, b.Scalar("three", 3)}, "p");
+  TensorId m1 = b.Add(OpKind::kMul, {p, b.Scalar("k", 0.044715f)}, "m1");
+  TensorId a1 = b.Add(OpKind::kAdd, {x, m1}, "a1");
+  TensorId m2 = b.Add(OpKind::kMul, {a1, b.Scalar("s", 0.7978845608f)}, "m2");
+  TensorId t = b.Add(OpKind::kTanh, {m2}, "t");
+  TensorId a2 = b.Add(OpKind::kAdd, {t, b.Scalar("one", 1)}, "a2");
+  TensorId h = b.Add(OpKind::kMul, {x, b.Scalar("half", 0.5f)}, "h");
+  TensorId y = b.Add(OpKind::kMul, {h, a2}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, FuseElementwiseChains);
+  EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
+  EXPECT_EQ(after.nodes.size(), 2u);  // the chain and x * 0.5
+}
+
+TEST(Passes, Fp16RoundTripCastsGoButRoundingCastsStay) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13}, DType::kFloat16);
+  Attributes to32, to16;
+  to32.Set("to", int64_t{1});
+  to16.Set("to", int64_t{10});
+  TensorId up = b.Add(OpKind::kCast, {x}, "up", to32);
+  TensorId down = b.Add(OpKind::kCast, {up}, "down", to16);
+  TensorId y = b.Add(OpKind::kRelu, {down}, "y");
+  TensorId f = b.Input("f", Shape{13});
+  TensorId f16 = b.Add(OpKind::kCast, {f}, "f16", to16);
+  TensorId f32 = b.Add(OpKind::kCast, {f16}, "f32", to32);
+  b.Output(y);
+  b.Output(f32);
+  Graph after = CheckSame(b, RemoveCastPairs, 0, 0);  // exact: nothing may change
+  EXPECT_EQ(Count(after, OpKind::kCast), 2);          // only f32 → f16 → f32 remains
+}
+
+TEST(Passes, IdentitiesGoAndOutputsKeepTheirNames) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13});
+  TensorId r = b.Add(OpKind::kRelu, {x}, "r");
+  TensorId i = b.Add(OpKind::kIdentity, {r}, "i");
+  TensorId d = b.Add(OpKind::kDropout, {i}, "d");
+  TensorId s = b.Add(OpKind::kReshape, {d, b.Ints("shape", {3, 13})}, "s");
+  TensorId y = b.Add(OpKind::kIdentity, {s}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, RemoveIdentities, 0, 0);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kRelu);
+  EXPECT_EQ(after.tensor(after.outputs[0]).name, "y");
+}
+
+TEST(Passes, ShapeComputationsFoldDuringShapeInference) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{2, 3, 13});
+  TensorId sh = b.Add(OpKind::kShape, {x}, "sh");
+  Attributes ax;
+  ax.Set("axis", int64_t{0});
+  TensorId d0 = b.Add(OpKind::kGather, {sh, b.Ints("i0", {0})}, "d0", ax);
+  TensorId cat = b.Add(OpKind::kConcat, {d0, b.Ints("m1", {-1})}, "cat", ax);
+  TensorId y = b.Add(OpKind::kReshape, {x, cat}, "y");
+  b.Output(y);
+  Graph before = b.g;
+  Graph after = CheckSame(b, FoldConstants);
+  ASSERT_EQ(b.g.nodes.size(), 1u);  // InferShapes already folded Shape, Gather, Concat
+  EXPECT_EQ(b.g.nodes[0].op, OpKind::kReshape);
+  EXPECT_EQ(b.g.tensor(b.g.outputs[0]).shape, (Shape{2, 39}));
+  EXPECT_EQ(before.nodes.size(), 4u);
+}
+
+TEST(Passes, OptimizeGraphKeepsResults) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 13, 13});
+  TensorId c = b.Add(OpKind::kConv, {x, b.Const("w", Shape{3, 3, 1, 1})}, "c");
+  TensorId bn = b.Add(OpKind::kBatchNormalization,
+                      {c, b.Const("s", Shape{3}), b.Const("bb", Shape{3}), b.Const("m", Shape{3}),
+                       b.Const("v", Shape{3}, 0.5f, 2.f)},
+                      "bn");
+  TensorId r = b.Add(OpKind::kAdd, {bn, x}, "r");
+  TensorId h = b.Add(OpKind::kHardSwish, {r}, "h");
+  TensorId m = b.Add(OpKind::kMul, {h, b.Scalar("two", 2)}, "m");
+  TensorId e = b.Add(OpKind::kAdd, {m, b.Scalar("one", 1)}, "e");
+  TensorId y = b.Add(OpKind::kIdentity, {e}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, [](Graph &g) { return OptimizeGraph(g); });
+  EXPECT_EQ(Count(after, OpKind::kFusedConv), 1);
+  EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
+  EXPECT_EQ(after.nodes.size(), 2u);
+}
