@@ -209,6 +209,59 @@ TEST_F(OpWarpTest, CameraStridesFromVideoMeta) {
   gst_buffer_unref(out);
 }
 
+TEST_F(OpWarpTest, PlanesInSeparateMemories) {
+  // Y and UV in two GstMemory blocks of one buffer (GstVideoMeta offsets are buffer offsets).
+  Make("opwarp rpy=0,0.02,-0.01");
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  const std::vector<uint8_t> frame = RandomBytes(l.MinBytes(), 8);
+  GstBuffer *in = gst_buffer_new();
+  gst_buffer_append_memory(
+      in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY, g_memdup2(frame.data(), l.uv_offset),
+                                 l.uv_offset, 0, l.uv_offset, nullptr, g_free));
+  const size_t uv_bytes = frame.size() - l.uv_offset;
+  gst_buffer_append_memory(
+      in, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
+                                 g_memdup2(frame.data() + l.uv_offset, uv_bytes), uv_bytes, 0,
+                                 uv_bytes, nullptr, g_free));
+  ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(Diff(Bytes(out), kFrameTensorBytes,
+                 Expected(frame, l, TiciRoad(), ModelFrame::kMedmodel, {0, 0.02, -0.01})),
+            "");
+  gst_buffer_unref(out);
+}
+
+TEST_F(OpWarpTest, FlushStartsTheHistoryAgain) {
+  Make("opwarp");
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  std::vector<std::vector<uint8_t>> prepared;
+  auto push = [&](uint32_t seed) -> std::vector<uint8_t> {
+    const std::vector<uint8_t> frame = RandomBytes(l.MinBytes(), seed);
+    prepared.push_back(Expected(frame, l, TiciRoad(), ModelFrame::kMedmodel, {}));
+    EXPECT_EQ(gst_harness_push(h, Wrap(frame, 0)), GST_FLOW_OK);
+    GstBuffer *out = gst_harness_pull(h);
+    EXPECT_NE(out, nullptr);
+    std::vector<uint8_t> got = out ? Bytes(out) : std::vector<uint8_t>();
+    if (out)
+      gst_buffer_unref(out);
+    return got;
+  };
+  for (uint32_t t = 0; t < 5; t++)
+    push(20 + t);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_flush_stop(TRUE)));
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_harness_push_event(h, gst_event_new_segment(&segment)));
+  // Five frames went in before the flush: without the reset, t-4 would be the second of them.
+  const std::vector<uint8_t> got = push(30);
+  EXPECT_EQ(Diff(got, 0, std::vector<uint8_t>(kFrameTensorBytes, 0)), "");
+  EXPECT_EQ(Diff(got, kFrameTensorBytes, prepared.back()), "");
+}
+
 TEST_F(OpWarpTest, OpenClMemoryInAndOut) {
   // Frames already on the device (camera layout, from our pool) and a device-memory output
   // sharing the same context; mapping the output waits for its event.
