@@ -70,6 +70,45 @@ Status RunConv(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
     k_area *= p.kernel[d];
   }
   std::vector<double> y(static_cast<size_t>(ys.NumElements()), 0.0);
+  if (s == 2) {
+    // 2-D: the same sums, ordered weight by weight over whole output rows so the inner loop is
+    // a plain multiply-add (the real networks' reference runs take seconds, not minutes).
+    const int64_t IH = in_sp[0], IW = in_sp[1], OH = p.out_spatial[0], OW = p.out_spatial[1];
+    const int64_t KH = p.kernel[0], KW = p.kernel[1];
+    for (int64_t nb = 0; nb < N; ++nb)
+      for (int64_t m = 0; m < M; ++m) {
+        const int64_t g = m / mg;
+        double *yp = &y[static_cast<size_t>((nb * M + m) * out_area)];
+        for (int64_t c = 0; c < cg; ++c) {
+          const double *xp = &x[static_cast<size_t>((nb * C + g * cg + c) * in_area)];
+          for (int64_t ky = 0; ky < KH; ++ky)
+            for (int64_t kx = 0; kx < KW; ++kx) {
+              const double wv = w[static_cast<size_t>(((m * cg + c) * KH + ky) * KW + kx)];
+              const int64_t dx = kx * p.dilations[1] - p.pads_begin[1];
+              // Output columns whose input column ox * stride + dx lies inside [0, IW).
+              const int64_t sx = p.strides[1];
+              const int64_t ox0 = dx >= 0 ? 0 : (-dx + sx - 1) / sx;
+              const int64_t ox1 = IW - dx <= 0 ? 0 : std::min(OW, (IW - dx + sx - 1) / sx);
+              for (int64_t oy = 0; oy < OH; ++oy) {
+                const int64_t iy = oy * p.strides[0] - p.pads_begin[0] + ky * p.dilations[0];
+                if (iy < 0 || iy >= IH)
+                  continue;
+                const double *row = xp + iy * IW + dx;
+                double *orow = yp + oy * OW;
+                for (int64_t ox = ox0; ox < ox1; ++ox)
+                  orow[ox] += wv * row[ox * sx];
+              }
+            }
+        }
+        if (bt)
+          for (int64_t o = 0; o < out_area; ++o)
+            yp[o] += b[static_cast<size_t>(m)];
+      }
+    if (n.op == OpKind::kFusedConv)
+      OP_RETURN_IF_ERROR(Epilogue(n, At(in, 3), y, ys));
+    out[0] = FromDoubles(out[0].dtype, ys, y);
+    return Status::Ok();
+  }
   std::vector<int64_t> oidx(s), kidx(s);
   for (int64_t nb = 0; nb < N; ++nb)
     for (int64_t m = 0; m < M; ++m) {
