@@ -22,6 +22,15 @@
 
 namespace msgtest {
 
+// Starts GStreamer with no registry, so no plugin is scanned or loaded, and registers the
+// opmsgsink linked into this program. The installed or built plugin holds the same element and
+// GTypes, which must never be loaded next to this copy.
+inline bool InitWithLinkedSink(int *argc, char ***argv) {
+  g_setenv("GST_REGISTRY_DISABLE", "yes", TRUE);
+  gst_init(argc, argv);
+  return gst_element_register(nullptr, "opmsgsink", GST_RANK_NONE, GST_TYPE_OP_MSG_SINK);
+}
+
 using namespace op::drive;
 
 // Two tensors, like the policy element's output: the vision outputs and the policy outputs.

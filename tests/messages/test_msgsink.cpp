@@ -330,9 +330,7 @@ TEST(MsgSink, PublishPortInUseIsNamed) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  gst_init(&argc, &argv);
-  // The element is linked in: register it without loading the plugin.
-  if (!gst_element_register(nullptr, "opmsgsink", GST_RANK_NONE, GST_TYPE_OP_MSG_SINK))
+  if (!InitWithLinkedSink(&argc, &argv))
     return 1;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -67,7 +67,8 @@ TEST(MsgSinkDevice, OpenClMemoryGivesTheSameMessages) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  gst_init(&argc, &argv);
+  if (!InitWithLinkedSink(&argc, &argv))
+    return 1;
   auto devices = op::cl::ListDevices();
   if (!devices.ok()) {
     std::fprintf(stderr, "SKIP: no OpenCL device: %s\n", devices.status().message().c_str());
@@ -79,8 +80,6 @@ int main(int argc, char **argv) {
     return 77;
   }
   g_context = *context;
-  if (!gst_element_register(nullptr, "opmsgsink", GST_RANK_NONE, GST_TYPE_OP_MSG_SINK))
-    return 1;
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();
   gst_object_unref(g_context);

@@ -19,6 +19,8 @@
 #include "op/gstoptensor.h"
 
 int main(int argc, char **argv) {
+  // No registry: only the opmsgsink linked in here exists (see msgsink_fixture.h).
+  g_setenv("GST_REGISTRY_DISABLE", "yes", TRUE);
   gst_init(&argc, &argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: write-fixed-log OUT [--kill]\n");
