@@ -87,6 +87,28 @@ for name in ("driving_vision_small", "driving_policy_small", "driving_supercombo
             check(got.shape == w.shape and got.dtype == w.dtype and err <= 1e-2 * scale,
                   f"{name}: output {o.name} {got.shape} max error {err:.3g} (scale {scale:.3g})")
 
+# The FastViT-style block (fastvit_block.py): fp32 within 1e-4 relative to the output's scale,
+# fp16 within 2e-2 (issue 4's bounds for the two storage precisions).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fastvit_block  # noqa: E402
+
+for fp16, tol in ((False, 1e-4), (True, 2e-2)):
+    path = os.path.join(work, f"fastvit_{'fp16' if fp16 else 'fp32'}.onnx")
+    fastvit_block.build(path, fp16=fp16)
+    x = rng.standard_normal((1, 16, 13, 13)).astype(np.float16 if fp16 else np.float32)
+    xf = os.path.join(work, "fastvit_x.npy")
+    np.save(xf, x)
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    odir = os.path.join(work, "fastvit_out")
+    r = run("run", path, "--reference", "--input", f"x={xf}", "--output-dir", odir)
+    check(r.returncode == 0, f"opc run --reference fastvit fp16={fp16} ({r.stderr.strip()})")
+    if r.returncode == 0:
+        got = np.load(os.path.join(odir, "y.npy"))
+        err = float(np.abs(got.astype(np.float64) - want).max())
+        scale = float(np.abs(want).max())
+        check(got.dtype == want.dtype and err <= tol * scale,
+              f"fastvit fp16={fp16}: max error {err:.3g} <= {tol} x {scale:.3g}")
+
 # Errors are one line and name the problem.
 vision = os.path.join(ROOT, "models", "driving_vision_small.onnx")
 bad = os.path.join(work, "bad.npy")
