@@ -1,0 +1,346 @@
+"""Per-pixel rendering of the synthetic drive: rays through a pinhole camera onto the ground plane
+(road, markings, verge), a lead car made of two boxes, sky and haze; output as NV12.
+
+Determinism: per-pixel work uses only +, −, ×, ÷, sqrt, floor and table look-ups in float32 —
+operations IEEE 754 rounds exactly — so the pixels do not depend on which SIMD path numpy picks
+for transcendental functions on a given CPU. Anything needing sin/cos/exp is computed per frame as
+scalars or as per-camera constants.
+
+Anti-aliasing is analytic: each pixel knows its footprint on the ground (lateral and along the
+road), markings are box-filtered over it and texture contrast fades where texels get smaller than
+a pixel. Beside looking right, this keeps the HEVC stream small (no shimmering far field).
+"""
+
+import math
+
+import numpy as np
+
+import scene
+
+F32 = np.float32
+
+# Colours (display RGB, 0..1).
+ASPHALT = (0.34, 0.34, 0.35)
+VERGE = (0.28, 0.38, 0.17)
+WHITE = (0.88, 0.88, 0.86)
+YELLOW = (0.86, 0.70, 0.18)
+SKY_HORIZON = (0.78, 0.82, 0.88)
+SKY_ZENITH = (0.36, 0.52, 0.82)
+CAR_BODY = (0.55, 0.09, 0.08)
+CAR_GLASS = (0.10, 0.11, 0.13)
+TAIL_LIGHT = (0.95, 0.15, 0.10)
+PLATE = (0.90, 0.90, 0.84)
+BUMPER = (0.12, 0.12, 0.12)
+HAZE_DISTANCE = 380.0  # m: ground farther than this is pure haze
+# Faces lit by a sun high behind-left of the camera: brightness per box face.
+FACE_LIGHT = {"rear": 0.80, "top": 1.00, "side_left": 0.90, "side_right": 0.62, "front": 0.5}
+
+
+def rot_rpy(rpy):
+    """R(rpy) = Rz(yaw)·Ry(pitch)·Rx(roll) (contract §2), float64."""
+    r, p, y = rpy
+    cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
+    rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])
+    ry = np.array([[cp, 0, sp], [0, 1, 0], [-sp, 0, cp]])
+    rz = np.array([[cy, -sy, 0], [sy, cy, 0], [0, 0, 1]])
+    return rz @ ry @ rx
+
+
+def _texture(rng, n, blur):
+    """A tileable n×n noise texture, box-blurred `blur` times (wrapping), zero mean, unit std."""
+    t = rng.standard_normal((n, n))
+    for _ in range(blur):
+        t = (t + np.roll(t, 1, 0) + np.roll(t, -1, 0) + np.roll(t, 1, 1) + np.roll(t, -1, 1)) / 5.0
+    t = (t - t.mean()) / t.std()
+    return t.astype(F32)
+
+
+class Textures:
+    """Three noise scales sampled by world (s, l): asphalt grain, wear patches, cloud shadows."""
+
+    def __init__(self, seed=7):
+        rng = np.random.Generator(np.random.PCG64(seed))
+        n = 256  # a power of two (sample() wraps by masking)
+        # (texture, metres per texel, contrast)
+        self.layers = [(_texture(rng, n, 1), 0.06, 0.06),
+                       (_texture(rng, n, 2), 1.1, 0.08),
+                       (_texture(rng, n, 3), 9.0, 0.16)]
+        self.n = n
+
+    def sample(self, s, l, footprint):
+        """Brightness factor around 1 at ground points (s, l) seen with `footprint` metres/pixel."""
+        out = np.ones_like(s)
+        n = self.n
+        for tex, texel, contrast in self.layers:
+            u = s * F32(1.0 / texel)
+            v = l * F32(1.0 / texel)
+            u0 = np.floor(u)
+            v0 = np.floor(v)
+            fu = u - u0
+            fv = v - v0
+            # n is a power of two: masking wraps like a modulo, also for negative coordinates.
+            mask = n - 1
+            iu = (u0.astype(np.int64) & mask) * n
+            iv = v0.astype(np.int64) & mask
+            iu1 = ((iu + n) & (mask * n + mask))
+            iv1 = (iv + 1) & mask
+            flat = tex.ravel()
+            t00, t10, t01, t11 = flat[iu + iv], flat[iu1 + iv], flat[iu + iv1], flat[iu1 + iv1]
+            a = t00 + (t10 - t00) * fu
+            b = t01 + (t11 - t01) * fu
+            val = a + (b - a) * fv
+            # Fade the contrast once texels are smaller than a pixel (no aliasing, no shimmer).
+            q = footprint * F32(1.0 / texel)
+            fade = F32(1.0) / (F32(1.0) + q * q)
+            out += val * fade * F32(contrast)
+        return out
+
+
+class Camera:
+    """A pinhole camera at the ego origin; per-pixel rays and ground hits are fixed for a drive
+    (the car does not pitch or roll), so they are computed once here."""
+
+    def __init__(self, width, height, focal, rpy, cam_height=scene.CAMERA_HEIGHT):
+        self.w, self.h, self.f = width, height, focal
+        self.cam_height = cam_height
+        r = rot_rpy(rpy).T  # device → ego (calibrated) frame
+        u = (np.arange(width, dtype=np.float64) - width / 2.0) / focal
+        v = (np.arange(height, dtype=np.float64) - height / 2.0) / focal
+        uu, vv = np.meshgrid(u, v)
+        # Device-frame ray of pixel (u, v): x forward = 1, y right = u, z down = v.
+        d = [r[i, 0] + r[i, 1] * uu + r[i, 2] * vv for i in range(3)]
+        norm = np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
+        self.dx, self.dy, self.dz = (c.astype(F32) for c in d)
+        # Ground: z = +cam_height. Pixels looking down and not hopelessly far hit it.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(d[2] > 1e-6, cam_height / d[2], np.inf)
+        rng = t * norm
+        self.ground = np.nonzero((rng < HAZE_DISTANCE).ravel())[0]
+        gi = self.ground
+        self.gX = (t * d[0]).ravel()[gi].astype(F32)
+        self.gY = (t * d[1]).ravel()[gi].astype(F32)
+        self.g_range = rng.ravel()[gi].astype(F32)
+        # Footprint of one pixel on the ground: range/f across, range²/(f·height) along (grazing).
+        fl = rng.ravel()[gi] / focal
+        self.g_foot_l = fl.astype(F32)
+        self.g_foot_s = np.maximum(fl, fl * rng.ravel()[gi] / cam_height).astype(F32)
+        haze = np.clip(rng.ravel()[gi] / HAZE_DISTANCE, 0.0, 1.0)
+        self.g_haze = (haze * haze).astype(F32)
+        # Sky gradient by elevation (ego frame), and lens vignetting, both fixed per pixel.
+        elev = np.clip(-d[2] / norm * 1.8, 0.0, 1.0)
+        elev = elev * elev * (3.0 - 2.0 * elev)  # smoothstep: no visible band
+        self.sky = [(SKY_HORIZON[c] + (SKY_ZENITH[c] - SKY_HORIZON[c]) * elev).astype(F32)
+                    for c in range(3)]
+        rr = (uu * uu + vv * vv) * (focal / math.hypot(width / 2.0, height / 2.0)) ** 2
+        self.vignette = (1.0 - 0.22 * rr).astype(F32)
+
+
+def _project(cam_r, f, w, h, X, Y, Z):
+    """Ego-frame points → camera pixels; cam_r is R(rpy) (ego → device)."""
+    dxx = cam_r[0, 0] * X + cam_r[0, 1] * Y + cam_r[0, 2] * Z
+    dyy = cam_r[1, 0] * X + cam_r[1, 1] * Y + cam_r[1, 2] * Z
+    dzz = cam_r[2, 0] * X + cam_r[2, 1] * Y + cam_r[2, 2] * Z
+    return w / 2.0 + f * dyy / dxx, h / 2.0 + f * dzz / dxx, dxx
+
+
+def _cover(d, half, foot):
+    """Fraction of a pixel footprint [d − foot/2, d + foot/2] inside [−half, half] (box filter)."""
+    lo = np.maximum(d - foot * F32(0.5), -half)
+    hi = np.minimum(d + foot * F32(0.5), half)
+    return np.clip((hi - lo) / foot, F32(0.0), F32(1.0))
+
+
+def _dash_cover(s, foot):
+    """Fraction of a pixel's along-road footprint on a dash (DASH_LENGTH of every DASH_PERIOD)."""
+    period, dash = F32(scene.DASH_PERIOD), F32(scene.DASH_LENGTH)
+    m = s - np.floor(s / period) * period  # position within the period, [0, period)
+    half = foot * F32(0.5)
+    cov = np.zeros_like(s)
+    for k in (-1.0, 0.0, 1.0):  # the dash of this period and its neighbours
+        a = F32(k) * period
+        lo = np.maximum(m - half, a)
+        hi = np.minimum(m + half, a + dash)
+        cov += np.maximum(hi - lo, F32(0.0))
+    cov = cov / foot
+    # Footprints longer than a period see the average.
+    return np.where(foot > period, F32(scene.DASH_LENGTH / scene.DASH_PERIOD), np.minimum(cov, F32(1.0)))
+
+
+class Renderer:
+    def __init__(self, road, cameras, rpy):
+        self.road = road
+        self.cameras = cameras
+        self.tex = Textures()
+        self.r_dev_from_ego = rot_rpy(rpy)
+
+    def _ground(self, cam, pose, lead):
+        """RGB (3 arrays) of the ground pixels of `cam` for this pose."""
+        road = self.road
+        # The centre line near the car, in ego coordinates, resampled on a uniform s grid so a
+        # look-up is an index computation, not a search.
+        w = road.window(pose.s - 30.0, pose.s + scene.ROAD_STEP + HAZE_DISTANCE * 1.2)
+        s_tab = road.s[w]
+        cx, cy = pose.to_ego(road.x[w], road.y[w])
+        th = road.theta[w] - pose.heading
+        tabs = [cx.astype(F32), cy.astype(F32), np.cos(th).astype(F32), np.sin(th).astype(F32)]
+        n_tab = len(s_tab)
+        s_base = F32(s_tab[0] - pose.s)  # table origin relative to the ego's arc length
+
+        X, Y = cam.gX, cam.gY
+
+        def lookup(srel):
+            pos = (srel - s_base) * F32(1.0 / scene.ROAD_STEP)
+            pos = np.clip(pos, F32(0.0), F32(n_tab - 1.001))
+            i = pos.astype(np.int64)
+            fr = pos - i.astype(F32)
+            i1 = i + 1
+            out = []
+            for t in tabs:
+                lo = t.take(i)
+                out.append(lo + (t.take(i1) - lo) * fr)
+            return out
+
+        # Newton's iteration for the foot point of each ground point on the centre line:
+        # s ← s + (P − c(s))·t(s). Start from s ≈ X; two steps are exact to millimetres here.
+        srel = X.copy()
+        for _ in range(2):
+            px, py, tx, ty = lookup(srel)
+            srel = srel + (X - px) * tx + (Y - py) * ty
+        px, py, tx, ty = lookup(srel)
+        lat = (Y - py) * tx - (X - px) * ty  # signed distance, + right of the centre line
+        s_abs = srel + F32(pose.s)
+
+        foot_l, foot_s = cam.g_foot_l, cam.g_foot_s
+        on_road = _cover(lat, F32(scene.ROAD_EDGE_OFFSETS[1]), foot_l)
+        shade = self.tex.sample(s_abs, lat, foot_l)
+        rgb = [VERGE[c] + (ASPHALT[c] - VERGE[c]) * on_road for c in range(3)]
+        # Tyre tracks: slightly darker bands in each lane.
+        tracks = np.zeros_like(lat)
+        for o in (-scene.LANE_WIDTH, 0.0, scene.LANE_WIDTH):
+            for side in (-0.8, 0.8):
+                tracks += _cover(lat - F32(o + side), F32(0.35), foot_l)
+        dark = F32(1.0) - F32(0.07) * tracks * on_road
+        rgb = [c * shade * dark for c in rgb]
+        for k, off in enumerate(scene.LANE_LINE_OFFSETS):
+            cov = _cover(lat - F32(off), F32(scene.LINE_WIDTH / 2), foot_l)
+            if scene.LANE_LINE_DASHED[k]:
+                cov = cov * _dash_cover(s_abs, foot_s)
+            paint = YELLOW if k == 0 else WHITE
+            rgb = [c + (F32(paint[i]) * shade - c) * cov for i, c in enumerate(rgb)]
+        # The lead car's shadow: a soft dark patch under its footprint.
+        if lead is not None:
+            ls = F32(lead.s - pose.s)
+            along = _cover(srel - ls - F32(scene.LEAD_LENGTH / 2), F32(scene.LEAD_LENGTH / 2 + 0.3), foot_s)
+            across = _cover(lat, F32(scene.LEAD_WIDTH / 2 + 0.15), foot_l)
+            sh = F32(1.0) - F32(0.55) * along * across
+            rgb = [c * sh for c in rgb]
+        haze = cam.g_haze
+        return [c + (F32(SKY_HORIZON[i]) - c) * haze for i, c in enumerate(rgb)]
+
+    def _lead(self, cam, img, pose, lead):
+        """Draws the lead car (a body box and a cabin box) over `img` (3 H×W arrays)."""
+        rot = self.r_dev_from_ego
+        h = scene.CAMERA_HEIGHT
+        # Boxes in the lead frame: (x0, x1, y0, y1, height0, height1) above ground.
+        boxes = [(0.0, scene.LEAD_LENGTH, -scene.LEAD_WIDTH / 2, scene.LEAD_WIDTH / 2, 0.22, 0.98),
+                 (0.9, 3.4, -0.80, 0.80, 0.98, 1.46)]
+        c, s = math.cos(lead.heading), math.sin(lead.heading)
+        # Screen rectangle of all box corners.
+        xs, ys, zs = [], [], []
+        for b in boxes:
+            for x in (b[0], b[1]):
+                for y in (b[2], b[3]):
+                    for z in (b[4], b[5]):
+                        xs.append(lead.X + x * c - y * s)
+                        ys.append(lead.Y + x * s + y * c)
+                        zs.append(h - z)
+        u, v, depth = _project(rot, cam.f, cam.w, cam.h, np.array(xs), np.array(ys), np.array(zs))
+        if (depth <= 0.5).any():
+            return
+        u0, u1 = max(0, int(math.floor(u.min())) - 1), min(cam.w, int(math.ceil(u.max())) + 2)
+        v0, v1 = max(0, int(math.floor(v.min())) - 1), min(cam.h, int(math.ceil(v.max())) + 2)
+        if u0 >= u1 or v0 >= v1:
+            return
+        sub = (slice(v0, v1), slice(u0, u1))
+        dx, dy, dz = cam.dx[sub], cam.dy[sub], cam.dz[sub]
+        # Rays in the lead frame: origin and direction rotated by −heading about z.
+        ox = F32(-lead.X * c - lead.Y * s)
+        oy = F32(lead.X * s - lead.Y * c)
+        rx = dx * F32(c) + dy * F32(s)
+        ry = -dx * F32(s) + dy * F32(c)
+        rz = dz
+        best = np.full(dx.shape, np.inf, dtype=F32)
+        color = [np.zeros_like(dx) for _ in range(3)]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for bi, (x0, x1, y0, y1, z0, z1) in enumerate(boxes):
+                # Slab test; heights above ground become ego z = h − height.
+                tx0, tx1 = (F32(x0) - ox) / rx, (F32(x1) - ox) / rx
+                ty0, ty1 = (F32(y0) - oy) / ry, (F32(y1) - oy) / ry
+                tz0, tz1 = F32(h - z1) / rz, F32(h - z0) / rz  # ray origin z = 0
+                nx, ny, nz = np.minimum(tx0, tx1), np.minimum(ty0, ty1), np.minimum(tz0, tz1)
+                tnear = np.maximum(np.maximum(nx, ny), nz)
+                tfar = np.minimum(np.minimum(np.maximum(tx0, tx1), np.maximum(ty0, ty1)),
+                                  np.maximum(tz0, tz1))
+                hit = (tnear <= tfar) & (tnear > 0) & (tnear < best)
+                hit &= np.isfinite(tnear)
+                if not hit.any():
+                    continue
+                # Which face: the slab that set tnear.
+                face_x = hit & (nx >= ny) & (nx >= nz)
+                face_z = hit & ~face_x & (nz >= ny)
+                face_y = hit & ~face_x & ~face_z
+                hy = oy + ry * tnear  # lateral coordinate on the hit face
+                hz = F32(h) - rz * tnear  # height above ground
+                light = np.where(face_x, F32(FACE_LIGHT["rear"]),
+                                 np.where(face_z, F32(FACE_LIGHT["top"]),
+                                          np.where(ry > 0, F32(FACE_LIGHT["side_left"]),
+                                                   F32(FACE_LIGHT["side_right"]))))
+                base = [np.full(dx.shape, F32(CAR_BODY[i])) for i in range(3)]
+                if bi == 1:  # the cabin: glass on the rear and the sides
+                    glass = (face_x | face_y) & (hz > F32(1.02)) & (hz < F32(1.42))
+                    base = [np.where(glass, F32(CAR_GLASS[i]), b) for i, b in enumerate(base)]
+                else:  # the body's rear: tail lights, plate, bumper
+                    rear = face_x
+                    tail = rear & (np.abs(hy) > F32(0.55)) & (np.abs(hy) < F32(0.85)) & \
+                        (hz > F32(0.68)) & (hz < F32(0.86))
+                    plate = rear & (np.abs(hy) < F32(0.26)) & (hz > F32(0.42)) & (hz < F32(0.55))
+                    bumper = (face_x | face_y) & (hz < F32(0.36))
+                    for mask, col in ((tail, TAIL_LIGHT), (plate, PLATE), (bumper, BUMPER)):
+                        base = [np.where(mask, F32(col[i]), b) for i, b in enumerate(base)]
+                for i in range(3):
+                    color[i] = np.where(hit, base[i] * light, color[i])
+                best = np.where(hit, tnear, best)
+        drawn = np.isfinite(best)
+        for i in range(3):
+            img[i][sub] = np.where(drawn, color[i], img[i][sub])
+
+    def render(self, cam, t):
+        """The camera's image at time t as an NV12 byte string (tightly packed)."""
+        pose = scene.Pose(self.road, t)
+        lead = scene.Lead(self.road, pose, t)
+        img = [c.copy() for c in cam.sky]
+        ground = self._ground(cam, pose, lead)
+        for i in range(3):
+            img[i].ravel()[cam.ground] = ground[i]
+        self._lead(cam, img, pose, lead)
+        img = [c * cam.vignette for c in img]
+        return to_nv12(img)
+
+
+def to_nv12(rgb):
+    """Display RGB (0..1) → NV12, BT.601 limited range; chroma is the mean of each 2×2 block."""
+    r, g, b = rgb
+    y = F32(16.0) + F32(219.0) * (F32(0.299) * r + F32(0.587) * g + F32(0.114) * b)
+    u = F32(128.0) + F32(224.0) * (F32(-0.168736) * r + F32(-0.331264) * g + F32(0.5) * b)
+    v = F32(128.0) + F32(224.0) * (F32(0.5) * r + F32(-0.418688) * g + F32(-0.081312) * b)
+
+    def q(x):
+        return np.clip(np.rint(x), 0, 255).astype(np.uint8)
+
+    def down(x):
+        return (x[0::2, 0::2] + x[1::2, 0::2] + x[0::2, 1::2] + x[1::2, 1::2]) * F32(0.25)
+
+    uv = np.empty((y.shape[0] // 2, y.shape[1]), dtype=np.uint8)
+    uv[:, 0::2] = q(down(u))
+    uv[:, 1::2] = q(down(v))
+    return q(y).tobytes() + uv.tobytes()
