@@ -101,7 +101,8 @@ def build(name, size):
     onnx.checker.check_model(model, full_check=True)
     ops = {n.op_type for n in model.graph.node}
     if not ops <= onnx_util.SUPPORTED_OPS:
-        raise SystemExit(f"{name}: ops outside the runtime's list: {sorted(ops - onnx_util.SUPPORTED_OPS)}")
+        extra = sorted(ops - onnx_util.SUPPORTED_OPS)
+        raise SystemExit(f"{name}: ops outside the runtime's list: {extra}")
     out_dims = [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]
     if out_dims != [1, total]:
         raise SystemExit(f"{name}: output is {out_dims}, slices need [1, {total}]")
@@ -183,11 +184,13 @@ def write_cards(size, cards):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=["small", "full", "all"], default="small")
     ap.add_argument("--out", help="output folder (default: models/ for small, models/full/ for full)")
     ap.add_argument("--info", action="store_true", help="describe existing files, generate nothing")
-    ap.add_argument("--check", action="store_true", help="compare generated files with the recorded hashes")
+    ap.add_argument("--check", action="store_true",
+                    help="compare generated files with the recorded hashes")
     ap.add_argument("--record", action="store_true", help="rewrite the recorded hash file(s)")
     ap.add_argument("--cards", action="store_true", help="rewrite the generated part of README.md")
     a = ap.parse_args()

@@ -152,7 +152,7 @@ def count_flops(model):
             if len(node.input) > 2:
                 f += prod(out)
         elif node.op_type == "Gemm":
-            a, b = shapes[node.input[0]], shapes[node.input[1]]
+            a = shapes[node.input[0]]  # (M, K), or (K, M) when transposed
             trans_a = any(x.name == "transA" and x.i for x in node.attribute)
             k = a[0] if trans_a else a[1]
             f = 2 * prod(out) * k + (prod(out) if len(node.input) > 2 else 0)

@@ -21,13 +21,14 @@ from onnx import TensorProto
 ROOT = os.environ.get("OP_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 MODELS = os.path.join(ROOT, "models")
 
-VISION_IN = [("img", TensorProto.UINT8, [1, 12, 128, 256]), ("big_img", TensorProto.UINT8, [1, 12, 128, 256])]
+VISION_IN = [("img", TensorProto.UINT8, [1, 12, 128, 256]),
+             ("big_img", TensorProto.UINT8, [1, 12, 128, 256])]
 POLICY_IN = [("features_buffer", TensorProto.FLOAT, [1, 25, 512]),
              ("desire_pulse", TensorProto.FLOAT, [1, 25, 8]),
              ("traffic_convention", TensorProto.FLOAT, [1, 2])]
-VISION_SLICES = [("pose", 12), ("wide_from_device_euler", 6), ("road_transform", 12), ("lane_lines", 528),
-                 ("road_edges", 264), ("lane_lines_prob", 8), ("desire_pred", 32), ("meta", 55),
-                 ("lead_prob", 3), ("lead", 144), ("hidden_state", 512)]
+VISION_SLICES = [("pose", 12), ("wide_from_device_euler", 6), ("road_transform", 12),
+                 ("lane_lines", 528), ("road_edges", 264), ("lane_lines_prob", 8),
+                 ("desire_pred", 32), ("meta", 55), ("lead_prob", 3), ("lead", 144), ("hidden_state", 512)]
 POLICY_SLICES = [("plan", 990), ("desire_state", 8)]
 EXPECT = {
     "driving_vision": (VISION_IN, VISION_SLICES),
@@ -60,7 +61,8 @@ def conv_macs(model):
     """Multiply-accumulates of every Conv, Gemm and MatMul, from onnx shape inference: an
     independent lower bound on the model's compute (elementwise ops are left out)."""
     inf = onnx.shape_inference.infer_shapes(model)
-    shape = {vi.name: dims(vi) for vi in list(inf.graph.value_info) + list(inf.graph.input) + list(inf.graph.output)}
+    g = inf.graph
+    shape = {vi.name: dims(vi) for vi in list(g.value_info) + list(g.input) + list(g.output)}
     shape.update({t.name: list(t.dims) for t in inf.graph.initializer})
     macs = 0
     for n in inf.graph.node:
@@ -101,7 +103,8 @@ def check_model(path, name, size):
     named = [(k, v.stop - v.start) for k, v in sl.items() if k != "pad"]
     check(named == slices, f"{tag}: slice names and sizes are the contract's, in order")
     pad = sl["pad"].stop - sl["pad"].start if "pad" in sl else 0
-    check(pad == PAD[name] and (pad == 0 or list(sl)[-1] == "pad"), f"{tag}: pad slice of {PAD[name]} at the end")
+    check(pad == PAD[name] and (pad == 0 or list(sl)[-1] == "pad"),
+          f"{tag}: pad slice of {PAD[name]} at the end")
     ordered = sorted(sl.values(), key=lambda s: s.start)
     contiguous = ordered[0].start == 0 and all(a.stop == b.start for a, b in zip(ordered, ordered[1:]))
     check(contiguous and ordered[-1].stop == n_out, f"{tag}: slices tile [0, {n_out}) exactly")
@@ -110,15 +113,18 @@ def check_model(path, name, size):
     # Ops and the fp16 form: float16 weights, Cast at the boundary, fp32 output.
     ops = {n.op_type for n in model.graph.node}
     check(ops <= SUPPORTED, f"{tag}: ops within the runtime's list (extra: {sorted(ops - SUPPORTED)})")
-    floats = [t for t in model.graph.initializer if t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)]
-    check(floats and all(t.data_type == TensorProto.FLOAT16 for t in floats), f"{tag}: all weights are float16")
+    floats = [t for t in model.graph.initializer
+              if t.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)]
+    check(floats and all(t.data_type == TensorProto.FLOAT16 for t in floats),
+          f"{tag}: all weights are float16")
     casts = [n for n in model.graph.node if n.op_type == "Cast"]
     last = model.graph.node[-1]
     check(last.op_type == "Cast" and last.output[0] == "outputs"
           and last.attribute[0].i == TensorProto.FLOAT, f"{tag}: outputs come from a Cast to float32")
     for name_in, _, _ in inputs:
         first = [n for n in model.graph.node if name_in in n.input]
-        check(all(n.op_type == "Cast" and n.attribute[0].i == TensorProto.FLOAT16 for n in first) and first,
+        check(first and all(n.op_type == "Cast" and n.attribute[0].i == TensorProto.FLOAT16
+                            for n in first),
               f"{tag}: input {name_in} is only read by a Cast to float16")
     check(len(casts) >= len(inputs) + 1, f"{tag}: {len(casts)} Cast nodes")
     if "vision" in name or "supercombo" in name:
@@ -127,15 +133,16 @@ def check_model(path, name, size):
               f"{tag}: GELU (tanh form), LayerNorm and attention ops present")
         grouped = [n for n in model.graph.node if n.op_type == "Conv"
                    and any(a.name == "group" and a.i > 1 for a in n.attribute)]
-        k7s2 = [n for n in grouped if any(a.name == "kernel_shape" and list(a.ints) == [7, 7] for a in n.attribute)
-                and any(a.name == "strides" and list(a.ints) == [2, 2] for a in n.attribute)]
+        attrs = [{a.name: list(a.ints) for a in n.attribute} for n in grouped]
+        k7s2 = [a for a in attrs if a.get("kernel_shape") == [7, 7] and a.get("strides") == [2, 2]]
         check(len(k7s2) >= 3, f"{tag}: {len(k7s2)} grouped 7x7 stride-2 convs")
         gflop = 2 * conv_macs(model) / 1e9
         if name == "driving_vision":
             ok = gflop < 0.150 if size == "small" else 1.5 <= gflop <= 2.5
             check(ok, f"{tag}: {gflop * 1000:.1f} MFLOP in Conv/Gemm/MatMul within the {size} budget")
     if name == "driving_policy":
-        check({"Gemm", "Relu", "MatMul", "ReduceMean"} <= ops, f"{tag}: Gemm, Relu, MatMul, ReduceMean present")
+        check({"Gemm", "Relu", "MatMul", "ReduceMean"} <= ops,
+              f"{tag}: Gemm, Relu, MatMul, ReduceMean present")
         params = sum(int(np.prod(t.dims)) for t in floats)
         if size == "full":
             check(2e6 <= params <= 10e6, f"{tag}: {params:,} parameters (a few million)")
@@ -185,7 +192,8 @@ def main():
     missing = [n for n in names if not os.path.exists(os.path.join(folder, n))]
     if missing:
         if size == "full":
-            print(f"SKIP: {', '.join(missing)} not generated (.venv/bin/python3 models/generate.py --size full)")
+            print(f"SKIP: {', '.join(missing)} not generated "
+                  "(.venv/bin/python3 models/generate.py --size full)")
             return 77
         check(False, f"committed models present (missing {missing})")
         return 1

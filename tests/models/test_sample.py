@@ -100,7 +100,8 @@ def project(cam, rpy, x, y, z):
 def planes(buf):
     y = np.frombuffer(buf, np.uint8, count=W * H).reshape(H, W).astype(int)
     u = np.frombuffer(buf, np.uint8, count=W * H // 4, offset=W * H).reshape(H // 2, W // 2).astype(int)
-    v = np.frombuffer(buf, np.uint8, count=W * H // 4, offset=W * H * 5 // 4).reshape(H // 2, W // 2).astype(int)
+    v = np.frombuffer(buf, np.uint8, count=W * H // 4, offset=W * H * 5 // 4)
+    v = v.reshape(H // 2, W // 2).astype(int)
     return y, u, v
 
 
@@ -149,7 +150,8 @@ def check_pixels(cam, frame, rec, gt, buf):
     # the margin is 25 levels; a point off the paint would read about 0.
     check(len(contrast) >= need and min(contrast) > 25,
           f"{tag}: solid lane lines are brighter than the asphalt beside them at the ground-truth "
-          f"positions ({len(contrast)} points, least {min(contrast) if contrast else None:.0f} luma levels)")
+          f"positions ({len(contrast)} points, least {min(contrast, default=float('nan')):.0f} "
+          "luma levels)")
     check(len(verge) >= need // 2 and all(a < 120 and 120 <= b <= 136 for a, b in verge),
           f"{tag}: green verge outside the ground-truth road edges, grey asphalt inside "
           f"({len(verge)} points, U outside/inside {verge[:2]})")
@@ -159,7 +161,8 @@ def check_pixels(cam, frame, rec, gt, buf):
 
 def check_truth(gt, frames):
     drive, recs = gt["drive"], gt["frames"]
-    check(len(recs) == frames and drive["frame_count"] == frames, f"ground truth has {len(recs)} entries")
+    check(len(recs) == frames and drive["frame_count"] == frames,
+          f"ground truth has {len(recs)} entries")
     check([r["frame_id"] for r in recs] == list(range(frames)), "frame ids 0..N-1 in order")
     sof = [r["timestamp_sof_ns"] for r in recs]
     check(all(b - a == 50_000_000 for a, b in zip(sof, sof[1:])), "start-of-frame every 50 ms (20 fps)")
@@ -167,25 +170,30 @@ def check_truth(gt, frames):
     xs = [192.0 * (i / 32) ** 2 for i in range(33)]
     check(np.allclose(drive["x_idxs_m"], xs, atol=1e-3), "x_idxs are the contract's X_IDXS")
     rpy = drive["calibration_rpy"]
-    check(len(rpy) == 3 and all(0 < abs(a) < 0.05 for a in rpy), f"calibration rpy small and non-zero: {rpy}")
+    check(len(rpy) == 3 and all(0 < abs(a) < 0.05 for a in rpy),
+          f"calibration rpy small and non-zero: {rpy}")
     check(all(r["calibration_rpy"] == rpy for r in recs), "per-frame calibration = the drive's")
-    check(drive["cameras"]["road"]["focal_px"] == 2648.0 and drive["cameras"]["wide"]["focal_px"] == 567.0,
-          "tici focal lengths")
+    cams = drive["cameras"]
+    check(cams["road"]["focal_px"] == 2648.0 and cams["wide"]["focal_px"] == 567.0, "tici focal lengths")
     shapes = all(len(r["lane_lines_y_m"]) == 4 and all(len(l) == 33 for l in r["lane_lines_y_m"])
                  and len(r["road_edges_y_m"]) == 2 and all(len(e) == 33 for e in r["road_edges_y_m"])
                  for r in recs)
     check(shapes, "4 lane lines and 2 road edges of 33 points each")
     # Lane geometry at the first point: ordered left to right, 3.7 m apart, edges outside.
     gaps = np.array([np.diff([l[0] for l in r["lane_lines_y_m"]]) for r in recs])
-    check(np.allclose(gaps, 3.7, atol=0.05), f"lane lines 3.7 m apart (range {gaps.min():.3f}..{gaps.max():.3f})")
+    check(np.allclose(gaps, 3.7, atol=0.05),
+          f"lane lines 3.7 m apart (range {gaps.min():.3f}..{gaps.max():.3f})")
     check(all(r["road_edges_y_m"][0][0] < r["lane_lines_y_m"][0][0] and
-              r["road_edges_y_m"][1][0] > r["lane_lines_y_m"][3][0] for r in recs), "road edges outside the lines")
+              r["road_edges_y_m"][1][0] > r["lane_lines_y_m"][3][0] for r in recs),
+          "road edges outside the lines")
     far = [r["lane_lines_y_m"][1][25] for r in recs]
-    check(max(far) - min(far) > 1.0, f"the road curves: left line at 117 m spans {min(far):.1f}..{max(far):.1f} m")
+    check(max(far) - min(far) > 1.0,
+          f"the road curves: left line at 117 m spans {min(far):.1f}..{max(far):.1f} m")
     dist = [r["lead"]["distance_m"] for r in recs]
     speed = [r["lead"]["speed_mps"] for r in recs]
     ego = [r["ego"]["speed_mps"] for r in recs]
-    check(max(dist) - min(dist) > 5 and min(dist) > 5, f"lead distance changes: {min(dist):.1f}..{max(dist):.1f} m")
+    check(max(dist) - min(dist) > 5 and min(dist) > 5,
+          f"lead distance changes: {min(dist):.1f}..{max(dist):.1f} m")
     check(max(speed) - min(speed) > 2, f"lead speed changes: {min(speed):.1f}..{max(speed):.1f} m/s")
     check(min(ego) > 10, f"ego moving: {min(ego):.1f}..{max(ego):.1f} m/s")
     # The lead's relative speed is the rate of its distance (finite differences at 20 fps).
@@ -210,7 +218,8 @@ def main():
             want = dict(reversed(line.split()) for line in f if line.strip())
         for name in ("fcamera.hevc", "ecamera.hevc", "groundtruth.json"):
             with open(os.path.join(a.dir, name), "rb") as f:
-                check(want.get(name) == hashlib.sha256(f.read()).hexdigest(), f"{name}: sha256 matches SHA256SUMS")
+                got = hashlib.sha256(f.read()).hexdigest()
+            check(want.get(name) == got, f"{name}: sha256 matches SHA256SUMS")
 
     keep = {n for n in CHECK_FRAMES if n < a.frames} | {a.frames - 1}
     for cam, name in FILES.items():
@@ -218,7 +227,8 @@ def main():
         size = os.path.getsize(path)
         check(size < 3_000_000, f"{name}: {size:,} bytes (the sample stays small)")
         count, tail, caps, frames = decode(path, keep)
-        check(count == a.frames and tail == 0, f"{name}: decodes to {count} whole frames (+{tail} bytes)")
+        check(count == a.frames and tail == 0,
+              f"{name}: decodes to {count} whole frames (+{tail} bytes)")
         check("width=(int)1928" in caps and "height=(int)1208" in caps, f"{name}: caps say 1928x1208")
         for n in sorted(frames):
             check_pixels(cam, n, gt["frames"][n], gt, frames[n])

@@ -230,7 +230,8 @@ class Renderer:
         # The lead car's shadow: a soft dark patch under its footprint.
         if lead is not None:
             ls = F32(lead.s - pose.s)
-            along = _cover(srel - ls - F32(scene.LEAD_LENGTH / 2), F32(scene.LEAD_LENGTH / 2 + 0.3), foot_s)
+            mid, half = F32(scene.LEAD_LENGTH / 2), F32(scene.LEAD_LENGTH / 2 + 0.3)
+            along = _cover(srel - ls - mid, half, foot_s)
             across = _cover(lat, F32(scene.LEAD_WIDTH / 2 + 0.15), foot_l)
             sh = F32(1.0) - F32(0.55) * along * across
             rgb = [c * sh for c in rgb]

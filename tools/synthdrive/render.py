@@ -93,7 +93,8 @@ def header(seconds, frames, crf):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--crf", type=float, default=30.0, help="x265 quality (higher = smaller)")
@@ -110,7 +111,8 @@ def main():
 
     if a.preview is not None:
         for name, cam in cams.items():
-            write_png(os.path.join(a.out, f"preview_{name}.png"), renderer.render(cam, a.preview / scene.FPS))
+            frame = renderer.render(cam, a.preview / scene.FPS)
+            write_png(os.path.join(a.out, f"preview_{name}.png"), frame)
         return 0
 
     files = {"road": "fcamera", "wide": "ecamera"}
@@ -138,14 +140,16 @@ def main():
     for name, enc in encoders.items():
         enc.stdin.close()
         if enc.wait() != 0:
-            print(f"synthdrive: x265 failed for the {name} camera (exit {enc.returncode})", file=sys.stderr)
+            print(f"synthdrive: x265 failed for the {name} camera (exit {enc.returncode})",
+                  file=sys.stderr)
             status = 1
     for f in raws.values():
         f.close()
 
     # One frame per line keeps the file readable and diffs small.
     with open(os.path.join(a.out, "groundtruth.json"), "w") as f:
-        f.write('{"drive": ' + json.dumps(header(a.seconds, frames, a.crf), sort_keys=True) + ',\n"frames": [\n')
+        drive = json.dumps(header(a.seconds, frames, a.crf), sort_keys=True)
+        f.write('{"drive": ' + drive + ',\n"frames": [\n')
         f.write(",\n".join(json.dumps(r, sort_keys=True) for r in truth))
         f.write("\n]}\n")
     print(f"synthdrive: wrote {frames} frames per camera to {a.out} in {time.monotonic() - start:.0f} s")
