@@ -185,6 +185,19 @@ def check_hashes(record, folder, names):
         check(want.get(n) == got, f"{n}: sha256 matches {os.path.basename(record)}")
 
 
+def check_card(folder, name):
+    """models/README.md's generated card names this very file (size and hash prefix), so the
+    cards cannot silently describe an older model."""
+    path = os.path.join(folder, name)
+    with open(os.path.join(MODELS, "README.md")) as f:
+        readme = f.read()
+    with open(path, "rb") as f:
+        data = f.read()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    line = f"`{os.path.relpath(path, MODELS)}`, {len(data):,} bytes, sha256 `{digest}"
+    check(line in readme, f"{name}: README.md card describes this file")
+
+
 def main():
     size = "full" if "--full" in sys.argv else "small"
     folder = MODELS if size == "small" else os.path.join(MODELS, "full")
@@ -199,6 +212,7 @@ def main():
         return 1
     check_hashes(os.path.join(MODELS, f"{size}.sha256"), folder, names)
     for m in EXPECT:
+        check_card(folder, f"{m}_{size}.onnx")
         check_model(os.path.join(folder, f"{m}_{size}.onnx"), m, size)
     print(f"{len(failures)} failures")
     return 1 if failures else 0
