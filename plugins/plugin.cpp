@@ -3,6 +3,7 @@
 
 #include "opcldownload/gstopcldownload.h"
 #include "opclupload/gstopclupload.h"
+#include "opmsgsink/gstopmsgsink.h"
 #include "opoverlay/gstopoverlay.h"
 #include "oppolicy/gstoppolicy.h"
 #include "opvision/gstopvision.h"
@@ -16,6 +17,7 @@ static gboolean plugin_init(GstPlugin *plugin) {
   ok |= GST_ELEMENT_REGISTER(oppolicy, plugin);
   ok |= GST_ELEMENT_REGISTER(opwarp, plugin);
   ok |= GST_ELEMENT_REGISTER(opoverlay, plugin);
+  ok |= GST_ELEMENT_REGISTER(opmsgsink, plugin);
   return ok;
 }
 
