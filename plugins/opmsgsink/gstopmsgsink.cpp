@@ -141,6 +141,7 @@ struct GstOpMsgSinkPrivate {
   bool emit_signals = false;
   std::unique_ptr<LogWriter> writer;
   std::unique_ptr<CapsState> caps;
+  GstCaps *rejected_caps = nullptr;  // the last caps set_caps refused (their error is posted)
   MessageFiller filler;
   FrameDropFilter drop_filter;
   ParsedOutputs parsed;
@@ -400,11 +401,12 @@ static gboolean gst_op_msg_sink_stop(GstBaseSink *sink) {
   }
   ClosePublisher(priv);
   priv->caps.reset();
+  gst_caps_replace(&priv->rejected_caps, nullptr);
   return ok;
 }
 
-static gboolean gst_op_msg_sink_set_caps(GstBaseSink *sink, GstCaps *caps) {
-  GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
+// Builds the per-caps state, or posts an error naming what is wrong and returns FALSE.
+static gboolean ConfigureCaps(GstOpMsgSink *self, GstCaps *caps) {
   GstOpMsgSinkPrivate *priv = self->priv;
   auto info = gst_op_tensor_info_from_caps(caps);
   if (!info.ok()) {
@@ -456,6 +458,19 @@ static gboolean gst_op_msg_sink_set_caps(GstBaseSink *sink, GstCaps *caps) {
   GST_DEBUG_OBJECT(self, "reading %zu floats in %zu tensors", total,
                    priv->caps->info.tensors.size());
   return TRUE;
+}
+
+static gboolean gst_op_msg_sink_set_caps(GstBaseSink *sink, GstCaps *caps) {
+  GstOpMsgSinkPrivate *priv = GST_OP_MSG_SINK(sink)->priv;
+  // Upstream offers the same caps again with every buffer; one error about them is enough.
+  if (priv->rejected_caps && gst_caps_is_equal(priv->rejected_caps, caps))
+    return FALSE;
+  if (ConfigureCaps(GST_OP_MSG_SINK(sink), caps)) {
+    gst_caps_replace(&priv->rejected_caps, nullptr);
+    return TRUE;
+  }
+  gst_caps_replace(&priv->rejected_caps, caps);
+  return FALSE;
 }
 
 // Copies every tensor of the buffer into the contiguous float array.
@@ -621,6 +636,7 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
 static void gst_op_msg_sink_finalize(GObject *object) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(object);
   ClosePublisher(self->priv);
+  gst_caps_replace(&self->priv->rejected_caps, nullptr);
   delete self->priv;
   G_OBJECT_CLASS(gst_op_msg_sink_parent_class)->finalize(object);
 }

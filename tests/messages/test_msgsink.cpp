@@ -140,6 +140,9 @@ TEST(MsgSink, MissingSliceFailsNegotiationNamingIt) {
   EXPECT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), FrameSpec{})), GST_FLOW_NOT_NEGOTIATED);
   std::string error = sink.Error();
   EXPECT_NE(error.find("'lead' (needed by modelV2)"), std::string::npos) << error;
+  // The same caps again with the next buffer: refused again, but not reported twice.
+  EXPECT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), FrameSpec{})), GST_FLOW_NOT_NEGOTIATED);
+  EXPECT_EQ(sink.Error(), "");
 
   // Without modelV2 nothing needs the lead.
   Sink odo;
