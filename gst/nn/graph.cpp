@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -191,6 +192,9 @@ int64_t Shape::NumElements() const {
   for (int64_t d : dims) {
     if (d < 0)
       return -1;
+    // Hostile files can declare dims whose product overflows: treat it as unknown.
+    if (d != 0 && n > (int64_t{1} << 62) / d)
+      return -1;
     n *= d;
   }
   return n;
@@ -204,6 +208,22 @@ std::string Shape::ToString() const {
     s += dims[i] < 0 ? "?" : std::to_string(dims[i]);
   }
   return s + ")";
+}
+
+Status OneLineStatus(Status s) {
+  if (s.ok())
+    return s;
+  std::string m;
+  for (char c : s.message()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      m += buf;
+    } else {
+      m += c;
+    }
+  }
+  return Status(s.code(), m);
 }
 
 std::vector<int64_t> Strides(const Shape &s) {

@@ -70,11 +70,15 @@ struct Shape {
   int64_t operator[](size_t i) const { return dims[i]; }
   int64_t &operator[](size_t i) { return dims[i]; }
   bool IsStatic() const;         // every dim known (>= 0)
-  int64_t NumElements() const;   // product of dims (1 for a scalar); -1 if not static
+  int64_t NumElements() const;   // product of dims (1 for a scalar); -1 if not static or > 2^62
   std::string ToString() const;  // "(1,12,128,256)"; "?" for unknown dims
   bool operator==(const Shape &o) const { return dims == o.dims; }
   bool operator!=(const Shape &o) const { return dims != o.dims; }
 };
+
+// The status with control characters of its message escaped ("\n" → "\\x0a"): names quoted
+// from a file may hold anything, and errors must stay one line.
+Status OneLineStatus(Status s);
 
 // Row-major strides in elements.
 std::vector<int64_t> Strides(const Shape &s);

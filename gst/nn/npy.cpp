@@ -120,6 +120,8 @@ StatusOr<Tensor> ParseNpy(const std::string &b, const std::string &what) {
       return Corrupt(what + ": bad .npy shape (" + shape + ")");
     t.shape.dims.push_back(d);
   }
+  if (t.shape.NumElements() < 0)
+    return Corrupt(what + ": implausibly large .npy shape (" + shape + ")");
   const size_t data_at = start + header_len;
   if (b.size() - data_at != t.ByteSize())
     return Corrupt(what + ": .npy holds " + std::to_string(b.size() - data_at) +

@@ -100,61 +100,67 @@ StatusOr<Tensor> ConvertTensor(const onnx::TensorProto &tp, const std::string &b
   }
   const int64_t n = t.shape.NumElements();
   const size_t esize = DTypeSize(t.dtype);
-  if (n > (int64_t{1} << 40))
-    return Corrupt(what + ": implausibly large");
-  Bytes bytes(static_cast<size_t>(n) * esize);
+  if (n < 0)
+    return Corrupt(what + ": implausibly large shape " + t.shape.ToString());
+  const size_t nbytes = static_cast<size_t>(n) * esize;
   auto count_error = [&](size_t have) {
     return Corrupt(what + ": has " + std::to_string(have) + " values, its shape " +
                    t.shape.ToString() + " needs " + std::to_string(n));
   };
+  // Sizes are checked against what the file holds before anything is allocated, so a hostile
+  // shape cannot ask for terabytes.
+  Bytes bytes;
   if (tp.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
     OP_ASSIGN_OR_RETURN(std::string raw, ReadExternal(tp, base_dir));
-    if (raw.size() != bytes.size())
+    if (raw.size() != nbytes)
       return count_error(raw.size() / std::max<size_t>(esize, 1));
-    std::memcpy(bytes.data(), raw.data(), raw.size());
+    bytes.assign(raw.begin(), raw.end());
   } else if (tp.has_raw_data()) {
-    if (tp.raw_data().size() != bytes.size())
+    if (tp.raw_data().size() != nbytes)
       return count_error(tp.raw_data().size() / std::max<size_t>(esize, 1));
-    std::memcpy(bytes.data(), tp.raw_data().data(), bytes.size());
+    bytes.assign(tp.raw_data().begin(), tp.raw_data().end());
   } else {
     // Typed fields: float_data (float), int32_data (int32, int8, uint8, bool, float16 bits),
     // int64_data, double_data.
     auto fill = [&](const auto &field, auto convert) -> Status {
       if (static_cast<int64_t>(field.size()) != n)
         return count_error(field.size());
+      bytes.resize(nbytes);
       for (int64_t k = 0; k < n; ++k)
         convert(static_cast<size_t>(k), field.Get(static_cast<int>(k)));
       return Status::Ok();
     };
-    uint8_t *p = bytes.data();
     switch (t.dtype) {
       case DType::kFloat32:
-        OP_RETURN_IF_ERROR(
-            fill(tp.float_data(), [&](size_t k, float v) { std::memcpy(p + 4 * k, &v, 4); }));
+        OP_RETURN_IF_ERROR(fill(
+            tp.float_data(), [&](size_t k, float v) { std::memcpy(bytes.data() + 4 * k, &v, 4); }));
         break;
       case DType::kFloat64:
-        OP_RETURN_IF_ERROR(
-            fill(tp.double_data(), [&](size_t k, double v) { std::memcpy(p + 8 * k, &v, 8); }));
+        OP_RETURN_IF_ERROR(fill(tp.double_data(), [&](size_t k, double v) {
+          std::memcpy(bytes.data() + 8 * k, &v, 8);
+        }));
         break;
       case DType::kInt64:
-        OP_RETURN_IF_ERROR(
-            fill(tp.int64_data(), [&](size_t k, int64_t v) { std::memcpy(p + 8 * k, &v, 8); }));
+        OP_RETURN_IF_ERROR(fill(tp.int64_data(), [&](size_t k, int64_t v) {
+          std::memcpy(bytes.data() + 8 * k, &v, 8);
+        }));
         break;
       case DType::kInt32:
-        OP_RETURN_IF_ERROR(
-            fill(tp.int32_data(), [&](size_t k, int32_t v) { std::memcpy(p + 4 * k, &v, 4); }));
+        OP_RETURN_IF_ERROR(fill(tp.int32_data(), [&](size_t k, int32_t v) {
+          std::memcpy(bytes.data() + 4 * k, &v, 4);
+        }));
         break;
       case DType::kFloat16:
         OP_RETURN_IF_ERROR(fill(tp.int32_data(), [&](size_t k, int32_t v) {
           uint16_t h = static_cast<uint16_t>(v);
-          std::memcpy(p + 2 * k, &h, 2);
+          std::memcpy(bytes.data() + 2 * k, &h, 2);
         }));
         break;
       case DType::kUInt8:
       case DType::kInt8:
       case DType::kBool:
         OP_RETURN_IF_ERROR(fill(tp.int32_data(), [&](size_t k, int32_t v) {
-          p[k] = static_cast<uint8_t>(t.dtype == DType::kBool ? (v != 0) : v);
+          bytes[k] = static_cast<uint8_t>(t.dtype == DType::kBool ? (v != 0) : v);
         }));
         break;
       case DType::kUndefined:
@@ -375,7 +381,7 @@ StatusOr<Graph> ImportOnnxBytes(const std::string &bytes, const ImportOptions &o
     return Corrupt("truncated or not an ONNX model (protobuf parse failed)");
   Importer imp;
   imp.base_dir = options.base_dir;
-  OP_RETURN_IF_ERROR(imp.Run(m));
+  OP_RETURN_IF_ERROR(OneLineStatus(imp.Run(m)));
   return std::move(imp.g);
 }
 

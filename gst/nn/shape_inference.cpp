@@ -11,6 +11,9 @@
 namespace op::nn {
 namespace {
 
+// 2^32 elements (16 GiB of float32): far above any real network's tensor.
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+
 Status Bad(const Node &n, const std::string &why) {
   return InvalidArgument(n.Describe() + ": " + why);
 }
@@ -580,9 +583,16 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       break;
     }
   }
-  for (size_t i = 0; i < out.size(); ++i)
+  for (size_t i = 0; i < out.size(); ++i) {
     if (n.outputs[i] != kNoTensor && out[i].dtype == DType::kUndefined)
       return Unsupported(n.Describe() + ": output " + std::to_string(i) + " is not supported");
+    // A hostile model can ask for absurd shapes (ConstantOfShape, Expand, Tile, Resize): refuse
+    // them here rather than let a later allocation fail.
+    const int64_t count = out[i].shape.NumElements();
+    if (out[i].dtype != DType::kUndefined && (count < 0 || count > kMaxElements))
+      return Bad(n, "output " + std::to_string(i) + " of shape " + out[i].shape.ToString() +
+                        " is too large");
+  }
   return out;
 }
 
@@ -605,7 +615,13 @@ Status InferNode(Graph &graph, const Node &node) {
   return Status::Ok();
 }
 
+static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings);
+
 Status InferShapes(Graph &graph, const ShapeBindings &bindings) {
+  return OneLineStatus(InferShapesImpl(graph, bindings));
+}
+
+static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings) {
   for (const auto &[name, shape] : bindings) {
     TensorId id = graph.FindTensor(name);
     if (id == kNoTensor || !graph.tensor(id).is_input)
