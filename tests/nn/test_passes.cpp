@@ -306,3 +306,43 @@ TEST(Passes, OptimizeGraphKeepsResults) {
   EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
   EXPECT_EQ(after.nodes.size(), 2u);
 }
+
+// FoldConstants after a rewrite made inputs constant: here a graph typed node by node (no
+// folding during shape inference), as a pass that builds new constant subgraphs leaves it.
+TEST(Passes, FoldConstantsEvaluatesConstantSubgraphs) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13});
+  TensorId s = b.Add(OpKind::kAdd, {b.Const("a", Shape{13}), b.Const("c", Shape{1})}, "s");
+  TensorId e = b.Add(OpKind::kExp, {s}, "e");
+  TensorId y = b.Add(OpKind::kMul, {x, e}, "y");
+  b.Output(y);
+  for (const Node &n : b.g.nodes)
+    ASSERT_TRUE(InferNode(b.g, n).ok());
+  ASSERT_EQ(b.g.nodes.size(), 3u);
+  Graph after = b.g;
+  ASSERT_TRUE(FoldConstants(after).ok());
+  ASSERT_TRUE(after.Validate().ok());
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kMul);
+  auto in = b.Inputs();
+  auto want = RunReference(b.g, in), got = RunReference(after, in);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(*(*got)[0].data, *(*want)[0].data);  // the same evaluation, so bit-equal
+}
+
+TEST(Passes, DeadCodeGoesAndIdsStayConsistent) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13});
+  TensorId unused = b.Input("unused", Shape{1});
+  TensorId dead = b.Add(OpKind::kRelu, {x}, "dead");
+  b.Add(OpKind::kNeg, {dead}, "dead2");
+  TensorId y = b.Add(OpKind::kTanh, {x}, "y");
+  b.Output(y);
+  (void)unused;
+  Graph after = CheckSame(b, EliminateDeadCode, 0, 0);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kTanh);
+  EXPECT_EQ(after.inputs.size(), 2u);  // inputs stay part of the interface, even unread
+  EXPECT_EQ(after.FindTensor("dead"), kNoTensor);
+  EXPECT_EQ(after.FindTensor("dead2"), kNoTensor);
+}
