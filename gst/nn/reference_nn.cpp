@@ -392,6 +392,8 @@ Status RunNormalization(const Node &n, const Inputs &in, std::vector<Tensor> &ou
   if (n.op == OpKind::kInstanceNormalization) {
     const auto scale = ToDoubles(*in[1]), bias = ToDoubles(*in[2]);
     const int64_t C = xt.shape[1], planes = xt.shape[0] * C;
+    if (static_cast<int64_t>(scale.size()) != C || static_cast<int64_t>(bias.size()) != C)
+      return Bad(n, "scale and bias must have one value per channel");
     const int64_t area = xt.shape.NumElements() / planes;
     for (int64_t pl = 0; pl < planes; ++pl) {
       double mean = 0, var = 0;

@@ -239,6 +239,10 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       if (n.op == OpKind::kPRelu && n.opset < 7 && in[1]->shape.rank() == 1 &&
           in[1]->shape[0] != 1 && x->shape.rank() > 1)
         return Unsupported(n.Describe() + ": per-channel slope of opset 6");
+      // One element type for both sides (ONNX's T), except Pow's exponent.
+      if (n.op != OpKind::kPow && in[0]->dtype != in[1]->dtype)
+        return Bad(n, std::string("inputs differ in dtype (") + DTypeName(in[0]->dtype) + ", " +
+                          DTypeName(in[1]->dtype) + ")");
       OP_ASSIGN_OR_RETURN(Shape s, BroadcastAll(n, in));
       const bool compare = n.op == OpKind::kEqual || n.op == OpKind::kLess ||
                            n.op == OpKind::kGreater || n.op == OpKind::kGreaterOrEqual ||
@@ -261,6 +265,10 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       OP_ASSIGN_OR_RETURN(Shape s, BroadcastAll(n, in));
       if (n.op == OpKind::kWhere) {
         OP_RETURN_IF_ERROR(need(3));
+        if (in[0]->dtype != DType::kBool)
+          return Bad(n, "condition must be bool");
+        if (in[1]->dtype != in[2]->dtype)
+          return Bad(n, "x and y differ in dtype");
         first = in[1];
       }
       set(0, first->dtype, s);
