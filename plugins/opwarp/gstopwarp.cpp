@@ -45,6 +45,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "drive/camera.h"
 #include "drive/warp.h"
@@ -186,8 +188,11 @@ struct Stream {
 };
 
 struct Impl {
-  std::mutex lock;  // guards settings
+  std::mutex lock;  // guards settings and deferred_warnings
   Settings settings;
+  // Warnings about settings made before the element had a bus (gst-launch sets properties
+  // while parsing): posted when the element starts, so they are not lost.
+  std::vector<std::pair<std::string, std::string>> deferred_warnings;
   std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
   Stream stream;
   // Uploads still in flight; stop() waits for them.
@@ -234,6 +239,35 @@ static GstOpTensorInfo OutputInfo(GstOpWarpModelInput m) {
 
 // ---- Properties ---------------------------------------------------------------------------
 
+static void PostSettingWarning(GstOpWarp *self, const std::string &text, const std::string &debug) {
+  GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS, ("%s", text.c_str()), ("%s", debug.c_str()));
+}
+
+// A refused setting: a warning on the bus now, or when the element starts if it has no bus yet.
+static void WarnSetting(GstOpWarp *self, const std::string &text, const std::string &debug) {
+  GST_WARNING_OBJECT(self, "%s (%s)", text.c_str(), debug.c_str());
+  GstBus *bus = gst_element_get_bus(GST_ELEMENT(self));
+  if (bus) {
+    gst_object_unref(bus);
+    PostSettingWarning(self, text, debug);
+    return;
+  }
+  std::lock_guard<std::mutex> guard(self->impl->lock);
+  self->impl->deferred_warnings.emplace_back(text, debug);
+}
+
+static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
+  auto *self = GST_OP_WARP(base);
+  std::vector<std::pair<std::string, std::string>> warnings;
+  {
+    std::lock_guard<std::mutex> guard(self->impl->lock);
+    warnings.swap(self->impl->deferred_warnings);
+  }
+  for (const auto &[text, debug] : warnings)
+    PostSettingWarning(self, text, debug);
+  return TRUE;
+}
+
 static void SetRpyString(GstOpWarp *self, const char *value) {
   Impl &impl = *self->impl;
   const std::string text = value ? value : "";
@@ -247,11 +281,10 @@ static void SetRpyString(GstOpWarp *self, const char *value) {
   }
   auto rpy = op::drive::ParseRpy(text);
   if (!rpy.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
-                         "the previous calibration stays",
-                         text.c_str()),
-                        ("%s", rpy.status().ToString().c_str()));
+    WarnSetting(self,
+                "Ignoring the calibration \"" + text +
+                    "\": expected \"roll,pitch,yaw\" in radians; the previous calibration stays",
+                rpy.status().ToString());
     return;
   }
   std::lock_guard<std::mutex> guard(impl.lock);
@@ -272,11 +305,10 @@ static void SetIntrinsicsString(GstOpWarp *self, const char *value) {
   }
   auto k = op::drive::ParseIntrinsics(text);
   if (!k.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
-                         "previous value stays",
-                         text.c_str()),
-                        ("%s", k.status().ToString().c_str()));
+    WarnSetting(self,
+                "Ignoring the intrinsics \"" + text +
+                    "\": expected \"fx,fy,cx,cy\" in pixels; the previous value stays",
+                k.status().ToString());
     return;
   }
   std::lock_guard<std::mutex> guard(impl.lock);
@@ -812,6 +844,7 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
   trans_class->transform_size = TransformSize;
   trans_class->sink_event = SinkEvent;
   trans_class->transform = Transform;
+  filter_class->open = Open;
   filter_class->close = Close;
 
   gst_type_mark_as_plugin_api(gst_op_warp_model_input_get_type(), GstPluginAPIFlags(0));

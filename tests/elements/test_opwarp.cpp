@@ -337,6 +337,15 @@ TEST_F(OpWarpTest, MalformedStringsAreRefusedAndQuoted) {
   g_free(k);
 }
 
+TEST_F(OpWarpTest, StringsRefusedBeforeThereIsABusAreReportedAtStart) {
+  // gst-launch sets properties while parsing, before the element is in a pipeline.
+  Make("opwarp rpy=0,0.02 intrinsics=1,x,3,4");
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  const std::string warnings = Drain(bus, GST_MESSAGE_WARNING);
+  EXPECT_NE(warnings.find("\"0,0.02\""), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("\"1,x,3,4\""), std::string::npos) << warnings;
+}
+
 TEST_F(OpWarpTest, UnknownFrameSizeNeedsIntrinsics) {
   Make("opwarp");
   gst_harness_set_src_caps_str(h, "video/x-raw,format=NV12,width=640,height=480,framerate=20/1");
