@@ -2,9 +2,11 @@
 // ONNX's tolerances (rtol 1e-3, atol 1e-7, as onnx/backend/test/runner does).
 //
 //   conformance [--data DIR] [--backend reference] [--folders node,simple,...] [--filter STR]
-//               [--expect LIST]... [--write-passing DIR] [--verbose]
+//               [--expect LIST]... [--write-passing DIR] [--timeout SECONDS] [--verbose]
 //
-// Each test runs in a child process (fork), so a crash or a hang (60 s) is counted, never fatal.
+// Each test runs in a child process (fork), so a crash or a hang (--timeout, 60 s) is counted,
+// never fatal. --write-passing writes passing-FOLDER.txt for the reference backend and
+// passing-BACKEND-FOLDER.txt for others.
 // Prints passed / failed / unsupported / crashed per folder. With --expect, exits 1 if any test
 // named in the list (one name per line, '#' comments) does not pass; 77 if the data is missing.
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -259,7 +262,7 @@ Result RunTest(const fs::path &dir, conformance::Backend &backend) {
 }
 
 // Forks, runs the test in the child and reads its outcome and message through a pipe.
-Result RunIsolated(const fs::path &dir, conformance::Backend &backend) {
+Result RunIsolated(const fs::path &dir, conformance::Backend &backend, unsigned timeout_s) {
   int fds[2];
   if (pipe(fds) != 0)
     return {Outcome::kCrashed, "pipe failed"};
@@ -268,7 +271,7 @@ Result RunIsolated(const fs::path &dir, conformance::Backend &backend) {
     return {Outcome::kCrashed, "fork failed"};
   if (pid == 0) {
     close(fds[0]);
-    alarm(60);
+    alarm(timeout_s);
     Result r;
     try {
       r = RunTest(dir, backend);
@@ -324,6 +327,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> folders = {"node", "simple", "pytorch-converted", "pytorch-operator"};
   std::vector<std::string> expect_files;
   bool verbose = false;
+  unsigned timeout_s = 60;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -345,6 +349,8 @@ int main(int argc, char **argv) {
       write_dir = next();
     else if (a == "--verbose" || a == "-v")
       verbose = true;
+    else if (a == "--timeout")
+      timeout_s = static_cast<unsigned>(std::max(1, std::atoi(next().c_str())));
     else if (a == "--folders") {
       folders.clear();
       std::stringstream ss(next());
@@ -398,7 +404,7 @@ int main(int argc, char **argv) {
         continue;
       if (!expected.empty() && !expected.count(key))
         continue;
-      Result r = RunIsolated(root / t, **backend);
+      Result r = RunIsolated(root / t, **backend, timeout_s);
       ++counts[r.outcome];
       if (r.outcome == Outcome::kPassed)
         passing.push_back(key);
@@ -415,7 +421,11 @@ int main(int argc, char **argv) {
                 counts[Outcome::kCrashed], total);
     std::fflush(stdout);
     if (!write_dir.empty()) {
-      std::ofstream f(fs::path(write_dir) / ("passing-" + folder + ".txt"));
+      // The reference lists are passing-FOLDER.txt; other backends keep their own
+      // (passing-device-node.txt, ...), so writing one never overwrites another's.
+      const std::string bname = (*backend)->name();
+      const std::string prefix = bname == "reference" ? "passing-" : "passing-" + bname + "-";
+      std::ofstream f(fs::path(write_dir) / (prefix + folder + ".txt"));
       f << "# " << folder << " tests of libonnx-testdata that pass on the " << (*backend)->name()
         << " backend\n# (written by: conformance --write-passing; checked by the 'conformance' "
            "test)\n";
