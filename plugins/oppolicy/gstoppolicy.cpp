@@ -466,6 +466,13 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inp
     }
     pool = GST_BUFFER_POOL(gst_object_ref(impl->own_pool));
   }
+  // GstBaseTransform activates its pool only in its own prepare_output_buffer.
+  if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
+    gst_object_unref(pool);
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not activate the output buffer pool."),
+                      (nullptr));
+    return GST_FLOW_ERROR;
+  }
   GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, outbuf, nullptr);
   gst_object_unref(pool);
   if (ret != GST_FLOW_OK)

@@ -403,11 +403,18 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   GstBufferPool *pool = gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self));
   if (!pool)
     return fail(op::Internal("no output buffer pool after negotiation"), "No output pool.");
+  // GstAggregator stores the decided pool but leaves activating it to the subclass.
+  if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
+    gst_object_unref(pool);
+    return fail(op::Internal("the output buffer pool refused to activate"), "No output pool.");
+  }
   GstBuffer *outbuf = nullptr;
   GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, &outbuf, nullptr);
   gst_object_unref(pool);
-  if (ret != GST_FLOW_OK)
+  if (ret != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT(self, "no output buffer: %s", gst_flow_get_name(ret));
     return ret;
+  }
 
   cl_mem outputs[8] = {};
   const size_t n_out = net->outputs().tensors.size();
@@ -860,6 +867,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
     big = nullptr;
     gst_aggregator_pad_drop_buffer(big_pad);
   }
+  GST_LOG_OBJECT(self, "road %" GST_TIME_FORMAT ": %s", GST_TIME_ARGS(main_time),
+                 op::vision::PairActionName(decision.action));
   GstFlowReturn ret = GST_FLOW_OK;
   switch (decision.action) {
     case op::vision::PairAction::kWait:
@@ -938,6 +947,7 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
   gst_buffer_unref(img);
   if (big)
     gst_buffer_unref(big);
+  GST_LOG_OBJECT(self, "aggregate: %s", gst_flow_get_name(ret));
   return ret;
 }
 
