@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""opreplay on a route folder made from the sample drive, with a log whose calibration changes
+midway (make_route): the output log holds exactly one modelV2 per evaluated frame, the
+calibration switched at the frame the log says, and the video and contact sheet were written.
+
+  check_opreplay.py OPREPLAY MAKE_ROUTE OPLOG DRIVE_DIR VISION POLICY
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FRAMES = 120         # replayed road frames (the sample has 200)
+CHANGE = 100         # the frame from which the log's calibration changes
+BEFORE = "0.012,0.021,-0.016"   # the sample's calibration
+AFTER = "0.012,0.035,-0.016"
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def main():
+    if len(sys.argv) != 7:
+        print(__doc__)
+        return 2
+    opreplay, make_route, oplog, drive, vision, policy = sys.argv[1:]
+    env = dict(os.environ)
+    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder and muxers come from the system
+    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
+    os.makedirs(reg_dir, exist_ok=True)
+    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+
+    work = tempfile.mkdtemp(prefix="opreplay-test-")
+    try:
+        route, out = os.path.join(work, "route"), os.path.join(work, "out")
+        os.makedirs(route)
+        subprocess.run([make_route, route, drive, "200", str(CHANGE), BEFORE, AFTER], check=True)
+        proc = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy,
+                               "--out", out, "--max-frames", str(FRAMES),
+                               "--ground-truth", os.path.join(drive, "groundtruth.json")],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        print(proc.stdout)
+        sys.stderr.write(proc.stderr[-3000:])
+        check(proc.returncode == 0, f"opreplay exit status {proc.returncode}")
+        m = re.search(r"^\s*evaluated\s+(\d+)$", proc.stdout, re.M)
+        check(m is not None, "the summary says how many frames were evaluated")
+        evaluated = int(m.group(1)) if m else -1
+        m = re.search(r"^\s*frames in\s+(\d+) road, (\d+) wide$", proc.stdout, re.M)
+        check(m is not None and int(m.group(1)) == FRAMES and int(m.group(2)) == FRAMES,
+              f"{FRAMES} frames of each camera went in")
+        check(0 < evaluated <= FRAMES, f"0 < evaluated ({evaluated}) <= {FRAMES}")
+        check(re.search(r"frame 0 \(0 ms\): rpy = 0\.012,0\.021,-0\.016", proc.stdout) is not None,
+              "the first calibration is applied from frame 0")
+        check(re.search(rf"frame {CHANGE} \({CHANGE * 50} ms\): rpy = 0\.012,0\.035,-0\.016",
+                        proc.stdout) is not None,
+              f"the changed calibration is applied from frame {CHANGE}")
+
+        rlog = os.path.join(out, "rlog.zst")
+        listing = subprocess.run([oplog, "list", rlog], stdout=subprocess.PIPE, text=True)
+        check(listing.returncode == 0, f"oplog reads {rlog} completely")
+        model_v2 = sum(1 for line in listing.stdout.splitlines() if " modelV2 " in f" {line} ")
+        check(model_v2 == evaluated, f"modelV2 messages ({model_v2}) = evaluated frames ({evaluated})")
+
+        video = os.path.join(out, "overlay.mkv")
+        check(os.path.isfile(video) and os.path.getsize(video) > 10000, "the overlay video exists")
+        png = os.path.join(out, "contact-sheet.png")
+        with open(png, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", "the contact sheet is a PNG")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,663 @@
+// opreplay: replays a route folder laid out like openpilot's through the whole pipeline and leaves
+// the driving messages, a video with the predictions drawn in and a contact sheet.
+//
+//   opreplay [options] ROUTE_DIR
+//
+// ROUTE_DIR holds fcamera.hevc (road camera), optionally ecamera.hevc (wide camera) and
+// optionally a log (rlog, rlog.zst or rlog.bz2). The calibration (liveCalibration.rpyCalib) is
+// read from the log and sent to opwarp and opoverlay as an "op-calibration" event in stream
+// order whenever it changes; without a log, --rpy gives it. The camera presets come from the
+// frame size (opwarp's device-type=auto). Writes OUT/rlog.zst, OUT/overlay.mkv and
+// OUT/contact-sheet.png, shows progress on stderr and prints a summary on stdout. Run with
+// --help for the options.
+#include <gst/gst.h>
+#include <gst/video/video.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "drive/camera.h"
+#include "drive/log_io.h"
+#include "op/gstoptensor.h"
+#include "opwarp/gstopwarp.h"
+
+namespace {
+
+using op::drive::Rpy;
+
+struct Options {
+  std::string route;
+  std::string out = "out";
+  std::string vision, policy, supercombo;
+  std::string device = "auto";
+  std::string precision = "auto";
+  std::string rpy;           // --rpy: the calibration when the route has no log
+  std::string ground_truth;  // --ground-truth: a synthetic drive's groundtruth.json
+  bool single_camera = false;
+  bool video = true;
+  guint64 max_frames = 0;  // 0: the whole route
+};
+
+// A calibration that holds from `time_ns` (stream time: ns since the route's first frame) on.
+struct CalibrationChange {
+  guint64 time_ns = 0;
+  Rpy rpy;
+};
+
+struct RouteLog {
+  std::string path;
+  std::vector<CalibrationChange> changes;
+  std::optional<double> height;  // liveCalibration.height, the camera's height above the road
+  size_t events = 0;
+};
+
+const char *kUsage =
+    "usage: opreplay [options] ROUTE_DIR\n"
+    "\n"
+    "Replays ROUTE_DIR (fcamera.hevc, optional ecamera.hevc, optional rlog / rlog.zst /\n"
+    "rlog.bz2) through opwarp → opvision → oppolicy → opmsgsink and opoverlay.\n"
+    "\n"
+    "  --out DIR            output folder (default: out)\n"
+    "  --vision FILE        vision network (ONNX or .opm)\n"
+    "  --policy FILE        policy network\n"
+    "  --supercombo FILE    a combined network instead of --vision/--policy\n"
+    "  --device DEV         OpenCL device: auto, gpu, cpu, P:D or a name part (default auto)\n"
+    "  --precision P        auto, fp32 or fp16 (default auto)\n"
+    "  --single-camera      use only fcamera.hevc (it also serves as the wide input)\n"
+    "  --rpy R,P,Y          calibration in radians when the route has no log\n"
+    "  --ground-truth FILE  draw a synthetic drive's ground truth (groundtruth.json) in yellow\n"
+    "  --max-frames N       stop after N road frames\n"
+    "  --no-video           write neither the overlay video nor the contact sheet\n";
+
+bool FileExists(const std::string &path) {
+  return g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR);
+}
+
+// Quotes a value for gst_parse_launch (paths may hold spaces).
+std::string Quote(const std::string &s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// The calibration changes of a log, in stream time. Stream time 0 is the first roadCameraState
+// (the road video's first frame), or the first event when the log has no camera states.
+op::StatusOr<RouteLog> ReadRouteLog(const std::string &path) {
+  auto log = op::drive::ReadLog(path);
+  if (!log.ok())
+    return log.status();
+  RouteLog route;
+  route.path = path;
+  route.events = log->messages.size();
+  std::optional<guint64> first_event, first_frame;
+  struct Raw {
+    guint64 mono;
+    Rpy rpy;
+  };
+  std::vector<Raw> raw;
+  op::Status st = op::drive::VisitEvents(*log, [&](size_t, op::msg::Event::Reader event) {
+    const guint64 mono = event.getLogMonoTime();
+    if (!first_event)
+      first_event = mono;
+    if (event.which() == op::msg::Event::ROAD_CAMERA_STATE && !first_frame)
+      first_frame = mono;
+    if (event.which() != op::msg::Event::LIVE_CALIBRATION)
+      return;
+    auto cal = event.getLiveCalibration();
+    auto rpy = cal.getRpyCalib();
+    if (rpy.size() != 3)
+      return;
+    Rpy r{rpy[0], rpy[1], rpy[2]};
+    if (!std::isfinite(r.roll) || !std::isfinite(r.pitch) || !std::isfinite(r.yaw))
+      return;
+    if (cal.getHeight().size() >= 1 && std::isfinite(cal.getHeight()[0]))
+      route.height = cal.getHeight()[0];
+    // Only changes matter; openpilot publishes the same calibration at 4 Hz.
+    if (raw.empty() || raw.back().rpy.roll != r.roll || raw.back().rpy.pitch != r.pitch ||
+        raw.back().rpy.yaw != r.yaw)
+      raw.push_back({mono, r});
+  });
+  if (!st.ok())
+    return st;
+  const guint64 t0 = first_frame ? *first_frame : first_event.value_or(0);
+  for (const Raw &r : raw)
+    route.changes.push_back({r.mono > t0 ? r.mono - t0 : 0, r.rpy});
+  return route;
+}
+
+// ---- Running ------------------------------------------------------------------------------
+
+// One camera's calibration feed: a probe on its decoder's output sends an op-calibration event
+// before the first frame at or after each change's time, so opwarp (and, through the tee,
+// opoverlay) switch at exactly that frame.
+struct CameraFeed {
+  const char *name = "";
+  const std::vector<CalibrationChange> *changes = nullptr;
+  size_t next = 0;
+  guint64 frames = 0;
+  guint64 max_frames = 0;
+  bool ended = false;
+  std::vector<std::string> *report = nullptr;  // "frame N: rpy" lines, road camera only
+};
+
+GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
+  auto *feed = static_cast<CameraFeed *>(data);
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  if (feed->ended)
+    return GST_PAD_PROBE_DROP;
+  if (feed->max_frames && feed->frames >= feed->max_frames) {
+    // Enough frames: end this camera's stream here; what the decoder still sends is dropped.
+    feed->ended = true;
+    gst_pad_push_event(pad, gst_event_new_eos());
+    return GST_PAD_PROBE_DROP;
+  }
+  const GstClockTime pts = GST_BUFFER_PTS(buf);
+  while (feed->changes && feed->next < feed->changes->size() && GST_CLOCK_TIME_IS_VALID(pts) &&
+         (*feed->changes)[feed->next].time_ns <= pts) {
+    const Rpy &r = (*feed->changes)[feed->next].rpy;
+    GstEvent *ev = gst_event_new_custom(
+        GST_EVENT_CUSTOM_DOWNSTREAM,
+        gst_structure_new(GST_OP_CALIBRATION_EVENT_NAME, "roll", G_TYPE_DOUBLE, r.roll, "pitch",
+                          G_TYPE_DOUBLE, r.pitch, "yaw", G_TYPE_DOUBLE, r.yaw, nullptr));
+    gst_pad_push_event(pad, ev);
+    if (feed->report)
+      feed->report->push_back("frame " + std::to_string(feed->frames) + " (" +
+                              std::to_string(pts / GST_MSECOND) +
+                              " ms): rpy = " + op::drive::FormatRpy(r));
+    feed->next++;
+  }
+  feed->frames++;
+  return GST_PAD_PROBE_OK;
+}
+
+// Per-stage device times from the frame meta of every evaluated frame (warp, vision, policy).
+struct StageTimes {
+  std::mutex lock;
+  guint64 frames = 0;
+  guint64 ns[GST_OP_STAGE_COUNT] = {};
+};
+
+GstPadProbeReturn StageProbe(GstPad *, GstPadProbeInfo *info, gpointer data) {
+  auto *times = static_cast<StageTimes *>(data);
+  GstOpFrameMeta *meta = gst_buffer_get_op_frame_meta(GST_PAD_PROBE_INFO_BUFFER(info));
+  if (meta) {
+    std::lock_guard<std::mutex> guard(times->lock);
+    times->frames++;
+    for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
+      times->ns[s] += meta->stage_ns[s];
+  }
+  return GST_PAD_PROBE_OK;
+}
+
+// The contact sheet: thumbnails of evenly spread frames of the overlay video. Frames arrive
+// without knowing how many will come, so every `step`-th is kept, and when too many are kept
+// every other one is dropped and the step doubles.
+constexpr int kSheetColumns = 4, kSheetRows = 3, kSheetCells = kSheetColumns * kSheetRows;
+struct ContactSheet {
+  int width = 0, height = 0;  // of a thumbnail
+  guint64 seen = 0, step = 1;
+  std::vector<std::pair<guint64, std::vector<uint8_t>>> kept;  // frame index, RGB thumbnail
+};
+
+// fakesink's handoff: a BGRx frame of the overlay video.
+void OnSheetFrame(GstElement *, GstBuffer *buf, GstPad *pad, gpointer data) {
+  auto *sheet = static_cast<ContactSheet *>(data);
+  const guint64 index = sheet->seen++;
+  if (index % sheet->step != 0)
+    return;
+  GstCaps *caps = gst_pad_get_current_caps(pad);
+  GstVideoInfo info;
+  const bool ok = caps && gst_video_info_from_caps(&info, caps);
+  if (caps)
+    gst_caps_unref(caps);
+  GstVideoFrame frame;
+  if (!ok || !gst_video_frame_map(&frame, &info, buf, GST_MAP_READ))
+    return;
+  // Half size by 2×2 box filter, BGRx → RGB.
+  const int w = GST_VIDEO_FRAME_WIDTH(&frame) / 2, h = GST_VIDEO_FRAME_HEIGHT(&frame) / 2;
+  const int stride = GST_VIDEO_FRAME_PLANE_STRIDE(&frame, 0);
+  const auto *src = static_cast<const uint8_t *>(GST_VIDEO_FRAME_PLANE_DATA(&frame, 0));
+  std::vector<uint8_t> thumb(size_t(w) * h * 3);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++)
+      for (int c = 0; c < 3; c++) {
+        const uint8_t *p = src + size_t(2 * y) * stride + 8 * x + c;
+        const int sum = p[0] + p[4] + p[stride] + p[stride + 4];
+        thumb[(size_t(y) * w + x) * 3 + (2 - c)] = uint8_t((sum + 2) / 4);
+      }
+  gst_video_frame_unmap(&frame);
+  sheet->width = w;
+  sheet->height = h;
+  sheet->kept.emplace_back(index, std::move(thumb));
+  if (sheet->kept.size() >= 2 * kSheetCells) {
+    std::vector<std::pair<guint64, std::vector<uint8_t>>> half;
+    for (size_t i = 0; i < sheet->kept.size(); i += 2)
+      half.push_back(std::move(sheet->kept[i]));
+    sheet->kept = std::move(half);
+    sheet->step *= 2;
+  }
+}
+
+// Lays out up to kSheetCells evenly spread thumbnails and encodes them with pngenc.
+op::Status WriteContactSheet(const ContactSheet &sheet, const std::string &path) {
+  if (sheet.kept.empty())
+    return op::NotFound("no overlay frames to put on the contact sheet");
+  const int n = std::min<int>(kSheetCells, sheet.kept.size());
+  const int cols = std::min(n, kSheetColumns), rows = (n + cols - 1) / cols;
+  const int gap = 4, W = cols * sheet.width + (cols + 1) * gap,
+            H = rows * sheet.height + (rows + 1) * gap;
+  const int stride = (W * 3 + 3) & ~3;  // GStreamer's RGB rows are 4-byte aligned
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, size_t(stride) * H, nullptr);
+  GstMapInfo map;
+  gst_buffer_map(buf, &map, GST_MAP_WRITE);
+  std::memset(map.data, 24, map.size);
+  for (int i = 0; i < n; i++) {
+    const size_t pick = sheet.kept.size() == 1 ? 0 : size_t(i) * (sheet.kept.size() - 1) / (n - 1);
+    const std::vector<uint8_t> &t = sheet.kept[pick].second;
+    const int x0 = gap + (i % cols) * (sheet.width + gap),
+              y0 = gap + (i / cols) * (sheet.height + gap);
+    for (int y = 0; y < sheet.height; y++)
+      std::memcpy(map.data + size_t(y0 + y) * stride + size_t(x0) * 3,
+                  t.data() + size_t(y) * sheet.width * 3, size_t(sheet.width) * 3);
+  }
+  gst_buffer_unmap(buf, &map);
+
+  GError *error = nullptr;
+  const std::string desc =
+      "appsrc name=src ! videoconvert ! pngenc ! filesink location=" + Quote(path);
+  GstElement *pipe = gst_parse_launch(desc.c_str(), &error);
+  if (!pipe) {
+    std::string msg = error ? error->message : "unknown";
+    g_clear_error(&error);
+    gst_buffer_unref(buf);
+    return op::NotFound("cannot build the PNG writer: " + msg);
+  }
+  GstElement *src = gst_bin_get_by_name(GST_BIN(pipe), "src");
+  GstCaps *caps =
+      gst_caps_new_simple("video/x-raw", "format", G_TYPE_STRING, "RGB", "width", G_TYPE_INT, W,
+                          "height", G_TYPE_INT, H, "framerate", GST_TYPE_FRACTION, 0, 1, nullptr);
+  g_object_set(src, "caps", caps, "format", GST_FORMAT_TIME, nullptr);
+  gst_caps_unref(caps);
+  gst_element_set_state(pipe, GST_STATE_PLAYING);
+  GstFlowReturn flow = GST_FLOW_OK;
+  g_signal_emit_by_name(src, "push-buffer", buf, &flow);
+  gst_buffer_unref(buf);
+  g_signal_emit_by_name(src, "end-of-stream", &flow);
+  GstBus *bus = gst_element_get_bus(pipe);
+  GstMessage *msg = gst_bus_timed_pop_filtered(bus, 60 * GST_SECOND,
+                                               GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+  op::Status st;
+  if (!msg || GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR)
+    st = op::IoError("writing " + path + " failed");
+  if (msg)
+    gst_message_unref(msg);
+  gst_object_unref(bus);
+  gst_object_unref(src);
+  gst_element_set_state(pipe, GST_STATE_NULL);
+  gst_object_unref(pipe);
+  return st;
+}
+
+struct Run {
+  GMainLoop *loop = nullptr;
+  GstElement *pipeline = nullptr;
+  GstElement *vision = nullptr, *policy = nullptr, *sink = nullptr, *overlay = nullptr;
+  std::chrono::steady_clock::time_point start;
+  CameraFeed road, wide;
+  bool failed = false;
+  bool tty = false;
+};
+
+gboolean OnBus(GstBus *, GstMessage *msg, gpointer data) {
+  auto *run = static_cast<Run *>(data);
+  switch (GST_MESSAGE_TYPE(msg)) {
+    case GST_MESSAGE_ERROR: {
+      GError *err = nullptr;
+      gchar *debug = nullptr;
+      gst_message_parse_error(msg, &err, &debug);
+      std::fprintf(stderr, "\nopreplay: error from %s: %s\n  %s\n", GST_OBJECT_NAME(msg->src),
+                   err->message, debug ? debug : "");
+      g_error_free(err);
+      g_free(debug);
+      run->failed = true;
+      g_main_loop_quit(run->loop);
+      break;
+    }
+    case GST_MESSAGE_WARNING: {
+      GError *err = nullptr;
+      gst_message_parse_warning(msg, &err, nullptr);
+      std::fprintf(stderr, "\nopreplay: warning from %s: %s\n", GST_OBJECT_NAME(msg->src),
+                   err->message);
+      g_error_free(err);
+      break;
+    }
+    case GST_MESSAGE_EOS:
+      g_main_loop_quit(run->loop);
+      break;
+    default:
+      break;
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+guint64 Stat(GstElement *e, const char *name) {
+  guint64 v = 0;
+  if (e && g_object_class_find_property(G_OBJECT_GET_CLASS(e), name))
+    g_object_get(e, name, &v, nullptr);
+  return v;
+}
+
+double StatMs(GstElement *e, const char *name) {
+  double v = 0;
+  if (e && g_object_class_find_property(G_OBJECT_GET_CLASS(e), name))
+    g_object_get(e, name, &v, nullptr);
+  return v;
+}
+
+gboolean OnProgress(gpointer data) {
+  auto *run = static_cast<Run *>(data);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run->start).count();
+  std::fprintf(stderr,
+               "%sopreplay: %" G_GUINT64_FORMAT " frames in, %" G_GUINT64_FORMAT
+               " evaluated, %.1f fps, %.0f s%s",
+               run->tty ? "\r" : "", run->road.frames, Stat(run->vision, "frames"),
+               secs > 0 ? run->road.frames / secs : 0.0, secs, run->tty ? "" : "\n");
+  return G_SOURCE_CONTINUE;
+}
+
+int ParseArgs(int argc, char **argv, Options *o) {
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    auto value = [&](std::string *dst) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "opreplay: %s needs a value\n%s", a.c_str(), kUsage);
+        return false;
+      }
+      *dst = argv[++i];
+      return true;
+    };
+    std::string frames;
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--out") {
+      if (!value(&o->out))
+        return 2;
+    } else if (a == "--vision") {
+      if (!value(&o->vision))
+        return 2;
+    } else if (a == "--policy") {
+      if (!value(&o->policy))
+        return 2;
+    } else if (a == "--supercombo") {
+      if (!value(&o->supercombo))
+        return 2;
+    } else if (a == "--device") {
+      if (!value(&o->device))
+        return 2;
+    } else if (a == "--precision") {
+      if (!value(&o->precision))
+        return 2;
+    } else if (a == "--rpy") {
+      if (!value(&o->rpy))
+        return 2;
+    } else if (a == "--ground-truth") {
+      if (!value(&o->ground_truth))
+        return 2;
+    } else if (a == "--max-frames") {
+      if (!value(&frames))
+        return 2;
+      o->max_frames = g_ascii_strtoull(frames.c_str(), nullptr, 10);
+    } else if (a == "--single-camera") {
+      o->single_camera = true;
+    } else if (a == "--no-video") {
+      o->video = false;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "opreplay: unknown option %s\n%s", a.c_str(), kUsage);
+      return 2;
+    } else if (o->route.empty()) {
+      o->route = a;
+    } else {
+      std::fprintf(stderr, "opreplay: one route folder only\n%s", kUsage);
+      return 2;
+    }
+  }
+  if (o->route.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  if (o->supercombo.empty() && (o->vision.empty() || o->policy.empty())) {
+    std::fprintf(stderr, "opreplay: give --vision and --policy, or --supercombo\n");
+    return 2;
+  }
+  if (o->precision != "auto" && o->precision != "fp32" && o->precision != "fp16") {
+    std::fprintf(stderr, "opreplay: --precision is auto, fp32 or fp16, not \"%s\"\n",
+                 o->precision.c_str());
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  gst_init(&argc, &argv);
+  Options o;
+  const int parsed = ParseArgs(argc, argv, &o);
+  if (parsed >= 0)
+    return parsed;
+
+  // ---- The route.
+  const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
+  if (!FileExists(road)) {
+    std::fprintf(stderr, "opreplay: %s has no fcamera.hevc\n", o.route.c_str());
+    return 1;
+  }
+  const bool two_cameras = !o.single_camera && FileExists(wide);
+  std::optional<RouteLog> log;
+  for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
+    const std::string path = o.route + "/" + name;
+    if (!FileExists(path))
+      continue;
+    auto read = ReadRouteLog(path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "opreplay: cannot read the log %s: %s\n", path.c_str(),
+                   read.status().ToString().c_str());
+      return 1;
+    }
+    log = std::move(*read);
+    break;
+  }
+  std::vector<CalibrationChange> changes;
+  if (log && !log->changes.empty()) {
+    changes = log->changes;
+    if (!o.rpy.empty())
+      std::fprintf(stderr, "opreplay: the log's calibration is used; --rpy is ignored\n");
+  } else if (!o.rpy.empty()) {
+    auto rpy = op::drive::ParseRpy(o.rpy);
+    if (!rpy.ok()) {
+      std::fprintf(stderr, "opreplay: --rpy: %s\n", rpy.status().message().c_str());
+      return 2;
+    }
+    changes.push_back({0, *rpy});
+  } else {
+    std::fprintf(stderr,
+                 "opreplay: no calibration (no liveCalibration in a log and no --rpy): the "
+                 "model runs uncalibrated and its messages say valid=false\n");
+  }
+  if (g_mkdir_with_parents(o.out.c_str(), 0755) != 0) {
+    std::fprintf(stderr, "opreplay: cannot create %s: %s\n", o.out.c_str(), g_strerror(errno));
+    return 1;
+  }
+  const std::string rlog = o.out + "/rlog.zst", video = o.out + "/overlay.mkv",
+                    sheet_png = o.out + "/contact-sheet.png";
+
+  // ---- The pipeline. The calibration goes in by event (FeedProbe), so no rpy property is set.
+  const std::string dev = " device=" + Quote(o.device);
+  const std::string nv12 = " ! videoconvert ! video/x-raw,format=NV12 ! ";
+  std::string d;
+  d += "filesrc location=" + Quote(road) + " ! h265parse ! avdec_h265 name=road_dec ! ";
+  d += o.video ? "tee name=road_tee road_tee. ! queue" : "queue";
+  d += nv12 + "opwarp name=road_warp" + dev + " ! net.img ";
+  if (two_cameras)
+    d += "filesrc location=" + Quote(wide) + " ! h265parse ! avdec_h265 name=wide_dec ! queue" +
+         nv12 + "opwarp name=wide_warp model-input=big_img" + dev + " ! net.big_img ";
+  if (!o.supercombo.empty()) {
+    d += "opvision name=net model=" + Quote(o.supercombo) + dev + " precision=" + o.precision;
+  } else {
+    d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision +
+         " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision;
+  }
+  d += " ! tee name=model_tee model_tee. ! queue ! opmsgsink name=sink sync=false "
+       "timestamps=stream location=" +
+       Quote(rlog) + " ";
+  if (o.video) {
+    // The video waits in its queue for the model's output of the same frame.
+    d += "model_tee. ! queue ! overlay.model ";
+    d += "road_tee. ! queue max-size-buffers=64 max-size-bytes=0 max-size-time=0 ! videoconvert "
+         "! video/x-raw,format=BGRx ! overlay.video ";
+    d += "opoverlay name=overlay";
+    if (log && log->height)
+      d += " camera-height=" + std::to_string(*log->height);
+    if (!o.ground_truth.empty())
+      d += " ground-truth=" + Quote(o.ground_truth);
+    d += " ! videoscale ! video/x-raw,width=964,height=604 ! tee name=ov_tee ";
+    d += "ov_tee. ! queue ! videoconvert ! jpegenc quality=85 ! matroskamux ! filesink "
+         "sync=false location=" +
+         Quote(video) + " ";
+    d += "ov_tee. ! queue ! fakesink name=sheet sync=false signal-handoffs=true";
+  }
+  GError *error = nullptr;
+  Run run;
+  run.pipeline = gst_parse_launch(d.c_str(), &error);
+  if (!run.pipeline || error) {
+    std::fprintf(stderr, "opreplay: cannot build the pipeline: %s\n  %s\n",
+                 error ? error->message : "?", d.c_str());
+    return 1;
+  }
+  GstBin *bin = GST_BIN(run.pipeline);
+  run.vision = gst_bin_get_by_name(bin, "net");
+  run.policy = gst_bin_get_by_name(bin, "policy");
+  run.sink = gst_bin_get_by_name(bin, "sink");
+  run.overlay = gst_bin_get_by_name(bin, "overlay");
+
+  std::vector<std::string> calibration_report;
+  run.road = {"road", &changes, 0, 0, o.max_frames, false, &calibration_report};
+  run.wide = {"wide", &changes, 0, 0, o.max_frames, false, nullptr};
+  for (auto [name, feed] : {std::pair{"road_dec", &run.road}, std::pair{"wide_dec", &run.wide}}) {
+    GstElement *dec = gst_bin_get_by_name(bin, name);
+    if (!dec)
+      continue;
+    GstPad *pad = gst_element_get_static_pad(dec, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, FeedProbe, feed, nullptr);
+    gst_object_unref(pad);
+    gst_object_unref(dec);
+  }
+  StageTimes times;
+  {
+    GstElement *last = run.policy ? run.policy : run.vision;
+    GstPad *pad = gst_element_get_static_pad(last, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, StageProbe, &times, nullptr);
+    gst_object_unref(pad);
+  }
+  ContactSheet sheet;
+  if (GstElement *fs = gst_bin_get_by_name(bin, "sheet")) {
+    g_signal_connect(fs, "handoff", G_CALLBACK(OnSheetFrame), &sheet);
+    gst_object_unref(fs);
+  }
+
+  run.loop = g_main_loop_new(nullptr, FALSE);
+  run.tty = isatty(STDERR_FILENO);
+  GstBus *bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
+  gst_bus_add_watch(bus, OnBus, &run);
+  gst_object_unref(bus);
+  run.start = std::chrono::steady_clock::now();
+  const guint progress = g_timeout_add(run.tty ? 500 : 5000, OnProgress, &run);
+  if (gst_element_set_state(run.pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
+    std::fprintf(stderr, "opreplay: the pipeline did not start\n");
+    run.failed = true;
+  } else {
+    g_main_loop_run(run.loop);
+  }
+  g_source_remove(progress);
+  OnProgress(&run);
+  std::fputs("\n", stderr);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - run.start).count();
+
+  // Statistics are read before stopping: a restart resets them.
+  const guint64 evaluated = Stat(run.vision, "frames"), skipped = Stat(run.vision, "skipped"),
+                out_of_sync = Stat(run.vision, "out-of-sync"),
+                messages = Stat(run.sink, "messages");
+  const double vision_ms = StatMs(run.vision, "mean-time"),
+               policy_ms = StatMs(run.policy, "mean-time");
+  gst_element_set_state(run.pipeline, GST_STATE_NULL);
+
+  op::Status sheet_status = op::Status::Ok();
+  if (o.video && !run.failed)
+    sheet_status = WriteContactSheet(sheet, sheet_png);
+
+  // ---- The summary.
+  std::printf("opreplay summary\n");
+  std::printf("  route            %s (%s%s)\n", o.route.c_str(),
+              two_cameras ? "road + wide cameras" : "road camera only",
+              log ? (", log " + log->path).c_str() : ", no log");
+  std::printf("  calibration      %s\n",
+              changes.empty() ? "none (uncalibrated)"
+                              : (std::to_string(changes.size()) + " value(s), from " +
+                                 (log && !log->changes.empty() ? "the log" : "--rpy"))
+                                    .c_str());
+  for (const std::string &line : calibration_report)
+    std::printf("                   %s\n", line.c_str());
+  std::printf("  frames in        %" G_GUINT64_FORMAT " road", run.road.frames);
+  if (two_cameras)
+    std::printf(", %" G_GUINT64_FORMAT " wide", run.wide.frames);
+  std::printf("\n  evaluated        %" G_GUINT64_FORMAT "\n", evaluated);
+  std::printf("  skipped          %" G_GUINT64_FORMAT " (after a frame drop)\n", skipped);
+  std::printf("  out-of-sync      %" G_GUINT64_FORMAT " pairs\n", out_of_sync);
+  std::printf("  messages         %" G_GUINT64_FORMAT "\n", messages);
+  std::printf("  speed            %.2f frames/s (%.1f s)\n", secs > 0 ? run.road.frames / secs : 0,
+              secs);
+  {
+    std::lock_guard<std::mutex> guard(times.lock);
+    const double n = times.frames ? double(times.frames) : 1.0;
+    std::printf(
+        "  ms per frame     warp %.2f, vision %.2f, policy %.2f (frame meta); "
+        "vision %.2f, policy %.2f (element statistics)\n",
+        times.ns[GST_OP_STAGE_WARP] / n / 1e6, times.ns[GST_OP_STAGE_VISION] / n / 1e6,
+        times.ns[GST_OP_STAGE_POLICY] / n / 1e6, vision_ms, policy_ms);
+  }
+  if (run.overlay)
+    std::printf("  overlay          %" G_GUINT64_FORMAT " frames, %" G_GUINT64_FORMAT
+                " with their prediction, %" G_GUINT64_FORMAT " held\n",
+                Stat(run.overlay, "frames"), Stat(run.overlay, "predictions"),
+                Stat(run.overlay, "held"));
+  std::printf("  log              %s\n", rlog.c_str());
+  if (o.video) {
+    std::printf("  video            %s\n", video.c_str());
+    std::printf(
+        "  contact sheet    %s%s\n", sheet_png.c_str(),
+        sheet_status.ok() ? "" : (" (not written: " + sheet_status.message() + ")").c_str());
+  }
+
+  for (GstElement *e : {run.vision, run.policy, run.sink, run.overlay})
+    if (e)
+      gst_object_unref(e);
+  gst_object_unref(run.pipeline);
+  g_main_loop_unref(run.loop);
+  return run.failed || !sheet_status.ok() ? 1 : 0;
+}
