@@ -962,7 +962,8 @@ void PackConstant(const Tensor &t, const std::string &tag, std::vector<uint8_t> 
 
 }  // namespace
 
-StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options) {
+StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options,
+                                     CodegenReport *report) {
   Emitter e(graph, options);
   Graph &g = e.graph;
   // Aliases first: they decide which tensor's storage an output binds to.
@@ -980,7 +981,6 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
   // Outputs: the storage of each output's root becomes that output's buffer, unless the root is
   // an input, a constant or already bound (then a copy kernel writes the output).
   std::vector<std::pair<TensorId, TensorId>> copies;  // (src, dst)
-  std::vector<TensorId> out_tensor(g.outputs.size());
   for (size_t j = 0; j < g.outputs.size(); j++) {
     TensorId o = g.outputs[j];
     TensorId r = e.Root(o);
@@ -988,10 +988,8 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
     if (rt.is_input || rt.is_constant() || e.io_output.count(r)) {
       TensorId dst = e.NewTensor(g.tensor(o).name + "_out", g.tensor(o).dtype, e.Dims(o));
       copies.push_back({o, dst});
-      out_tensor[j] = dst;
       e.io_output[dst] = static_cast<uint32_t>(j);
     } else {
-      out_tensor[j] = r;
       e.io_output[r] = static_cast<uint32_t>(j);
     }
   }
@@ -1089,6 +1087,13 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
   OP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(lifetimes, options.alignment));
   m.arena_bytes = plan.arena_bytes;
   m.intermediate_bytes = plan.total_bytes;
+  if (report) {
+    report->arena_tensors.clear();
+    for (TensorId t : arena_tensors)
+      report->arena_tensors.push_back(g.tensor(t).name);
+    report->lifetimes = lifetimes;
+    report->plan = plan;
+  }
 
   std::map<std::string, uint32_t> source_index;
   for (Pending &p : e.kernels) {
@@ -1135,7 +1140,6 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
     }
     m.kernels.push_back(std::move(kd));
   }
-  (void)out_tensor;
   OP_RETURN_IF_ERROR(ValidateModel(m).Prepend("generated model"));
   return m;
 }

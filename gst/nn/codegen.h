@@ -8,6 +8,7 @@
 #include "cl/device.h"
 #include "nn/graph.h"
 #include "nn/model_file.h"
+#include "nn/plan.h"
 
 namespace op::nn {
 
@@ -37,8 +38,17 @@ CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precisio
 // such a device is assumed to have (adreno: fp16 and images; amd: neither).
 StatusOr<CodegenOptions> OptionsForProfile(const std::string &profile, Precision precision);
 
+// What code generation decided about memory, for reports and tests: the arena tensors'
+// lifetimes (in launch steps) and the plan that placed them.
+struct CodegenReport {
+  std::vector<std::string> arena_tensors;  // names, in the order of `lifetimes`
+  std::vector<Lifetime> lifetimes;
+  MemoryPlan plan;
+};
+
 // Lowers `graph` (static shapes; FoldConstants and the fusion passes applied or not) to a
 // compiled model. Unsupported ops or attribute values fail with the node and the reason.
-StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options);
+StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options,
+                                     CodegenReport *report = nullptr);
 
 }  // namespace op::nn

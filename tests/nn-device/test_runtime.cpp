@@ -1,0 +1,336 @@
+// The memory plan, the compiled-model file (round trip, truncation, bit flips, hostile
+// fields), and the executor's run-time contract (same result twice, nothing allocated per run).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "graph_builder.h"
+#include "nn/compiler.h"
+#include "nn/onnx_import.h"
+#include "nn/passes.h"
+#include "nn/plan.h"
+
+// Counts operator new calls, to check that Executor::Run allocates nothing on the host. The
+// replacement pairs malloc with free; GCC cannot see that through inlined allocators.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+static std::atomic<long> g_allocations{0};
+void *operator new(std::size_t n) {
+  g_allocations++;
+  if (void *p = std::malloc(n ? n : 1))
+    return p;
+  throw std::bad_alloc();
+}
+void operator delete(void *p) noexcept {
+  std::free(p);
+}
+void operator delete(void *p, std::size_t) noexcept {
+  std::free(p);
+}
+
+using namespace op;
+using namespace op::nn;
+using namespace op::nn::testing;
+
+namespace {
+
+std::string SourceRoot() {
+  const char *r = std::getenv("OP_SOURCE_ROOT");
+  return r ? r : ".";
+}
+
+// --- memory plan
+
+TEST(Plan, SequentialTensorsShareOneSlot) {
+  std::vector<Lifetime> t = {{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}, {1000, 3, 4}};
+  auto plan = PlanMemory(t, 128);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(CheckPlan(t, *plan, 128).ok());
+  // A chain a→b→c→d needs two live tensors at a time.
+  EXPECT_EQ(plan->arena_bytes, 2u * 1024);
+  EXPECT_EQ(plan->total_bytes, 4u * 1024);
+}
+
+TEST(Plan, RandomLifetimesNeverOverlapWhileAlive) {
+  Rng rng(3);
+  for (int trial = 0; trial < 50; trial++) {
+    std::vector<Lifetime> t;
+    int n = 5 + trial;
+    for (int i = 0; i < n; i++) {
+      int first = static_cast<int>(rng.Uniform(0, 40));
+      int len = static_cast<int>(rng.Uniform(0, 10));
+      t.push_back({static_cast<uint64_t>(rng.Uniform(1, 5000)), first, first + len});
+    }
+    auto plan = PlanMemory(t, 64);
+    ASSERT_TRUE(plan.ok());
+    Status st = CheckPlan(t, *plan, 64);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_LE(plan->arena_bytes, plan->total_bytes);
+  }
+}
+
+TEST(Plan, CheckFindsAnOverlapAndBadInputsAreErrors) {
+  std::vector<Lifetime> t = {{256, 0, 2}, {256, 1, 3}};
+  MemoryPlan bad;
+  bad.offsets = {0, 128};
+  bad.arena_bytes = 512;
+  EXPECT_EQ(CheckPlan(t, bad, 128).code(), StatusCode::kCorrupt);
+  EXPECT_FALSE(PlanMemory(t, 100).ok());            // not a power of two
+  EXPECT_FALSE(PlanMemory({{10, 3, 1}}, 64).ok());  // ends before it starts
+}
+
+TEST(Plan, ModelPlanIsValidAndSmallerThanTheSum) {
+  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+    auto opt = OptionsForProfile("cpu", p);
+    ASSERT_TRUE(opt.ok());
+    CodegenReport report;
+    auto m = GenerateCode(*g, *opt, &report);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_FALSE(report.lifetimes.empty());
+    Status st = CheckPlan(report.lifetimes, report.plan, opt->alignment);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    EXPECT_LT(m->arena_bytes, m->intermediate_bytes);
+    EXPECT_EQ(m->arena_bytes, report.plan.arena_bytes);
+  }
+}
+
+// --- the compiled-model file
+
+CompiledModel PolicyModel(Precision p = Precision::kFp32) {
+  auto opt = OptionsForProfile("cpu", p);
+  CompileOptions co;
+  co.precision = p;
+  auto m = CompileOnnxFile(SourceRoot() + "/models/driving_policy_small.onnx", *opt, co);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : CompiledModel{};
+}
+
+TEST(ModelFile, RoundTripKeepsEverything) {
+  CompiledModel m = PolicyModel();
+  ASSERT_FALSE(m.kernels.empty());
+  auto bytes = SerializeModel(m);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto back = ParseModel(*bytes, "policy.opm");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->kernels.size(), m.kernels.size());
+  EXPECT_EQ(back->sources, m.sources);
+  EXPECT_EQ(back->weights, m.weights);
+  EXPECT_EQ(back->arena_bytes, m.arena_bytes);
+  EXPECT_EQ(back->source_hash, m.source_hash);
+  ASSERT_EQ(back->outputs.size(), 1u);
+  EXPECT_EQ(back->outputs[0].slices.size(), m.outputs[0].slices.size());
+  EXPECT_FALSE(back->outputs[0].slices.empty());
+  for (size_t k = 0; k < m.kernels.size(); k++) {
+    ASSERT_EQ(back->kernels[k].args.size(), m.kernels[k].args.size());
+    EXPECT_EQ(back->kernels[k].global, m.kernels[k].global);
+    for (size_t a = 0; a < m.kernels[k].args.size(); a++)
+      EXPECT_EQ(back->kernels[k].args[a].buffer.offset, m.kernels[k].args[a].buffer.offset);
+  }
+  auto again = SerializeModel(*back);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *bytes);
+}
+
+TEST(ModelFile, TruncationsAndBitFlipsAreErrors) {
+  auto bytes = SerializeModel(PolicyModel());
+  ASSERT_TRUE(bytes.ok());
+  for (size_t n : {size_t{0}, size_t{3}, size_t{11}, size_t{12}, size_t{100}, bytes->size() / 2,
+                   bytes->size() - 8, bytes->size() - 1}) {
+    auto r = ParseModel(bytes->substr(0, n), "t.opm");
+    ASSERT_FALSE(r.ok()) << "truncated to " << n;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(r.status().message().find("t.opm"), std::string::npos);
+  }
+  Rng rng(11);
+  for (int i = 0; i < 300; i++) {
+    std::string b = *bytes;
+    size_t pos = static_cast<size_t>(rng.Uniform(0, static_cast<float>(b.size())));
+    b[pos] = static_cast<char>(b[pos] ^ (1 << (i % 8)));
+    auto r = ParseModel(b, "f.opm");
+    ASSERT_FALSE(r.ok()) << "bit flip at " << pos;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+  }
+}
+
+// Bit flips behind a recomputed checksum reach the Cap'n Proto reader and the validator: every
+// outcome is an error or a model that passes validation, never a crash.
+TEST(ModelFile, FlipsBehindAValidChecksumNeverCrash) {
+  auto bytes = SerializeModel(PolicyModel());
+  ASSERT_TRUE(bytes.ok());
+  Rng rng(5);
+  int errors = 0;
+  for (int i = 0; i < 400; i++) {
+    std::string b = *bytes;
+    for (int f = 0; f < 1 + i % 4; f++) {
+      size_t pos = 12 + static_cast<size_t>(rng.Uniform(0, static_cast<float>(b.size() - 12)));
+      b[pos] = static_cast<char>(b[pos] ^ (1 << ((i + f) % 8)));
+    }
+    uint64_t sum = cl::Fnv1a64(std::string_view(b).substr(12));
+    for (int k = 0; k < 8; k++)
+      b[4 + k] = static_cast<char>((sum >> (8 * k)) & 0xff);
+    auto r = ParseModel(b, "x.opm");
+    if (!r.ok())
+      errors++;
+    else
+      EXPECT_TRUE(ValidateModel(*r).ok());
+  }
+  EXPECT_GT(errors, 0);
+}
+
+TEST(ModelFile, HostileFieldsAreNamedErrors) {
+  CompiledModel good = PolicyModel();
+  ASSERT_TRUE(ValidateModel(good).ok());
+  size_t k = 0, a = 0;
+  for (; k < good.kernels.size(); k++) {
+    for (a = 0; a < good.kernels[k].args.size(); a++)
+      if (good.kernels[k].args[a].kind == KernelArg::Kind::kBuffer &&
+          good.kernels[k].args[a].buffer.kind == BufferKind::kArena)
+        break;
+    if (a < good.kernels[k].args.size())
+      break;
+  }
+  ASSERT_LT(k, good.kernels.size());
+  struct Edit {
+    const char *expect;
+    std::function<void(CompiledModel &)> apply;
+  };
+  std::vector<Edit> edits = {
+      {"leaves the arena",
+       [&](CompiledModel &m) { m.kernels[k].args[a].buffer.offset = m.arena_bytes; }},
+      {"leaves the arena", [&](CompiledModel &m) { m.kernels[k].args[a].buffer.size = ~0ull; }},
+      {"element size", [&](CompiledModel &m) { m.kernels[k].args[a].buffer.element_bytes = 3; }},
+      {"refers to source", [&](CompiledModel &m) { m.kernels[k].source = 9999; }},
+      {"global size", [&](CompiledModel &m) { m.kernels[k].global[0] = 0; }},
+      {"entry point", [&](CompiledModel &m) { m.kernels[k].entry = "x; evil()"; }},
+      {"refers to input",
+       [&](CompiledModel &m) {
+         m.kernels[k].args[a].buffer.kind = BufferKind::kInput;
+         m.kernels[k].args[a].buffer.index = 77;
+       }},
+      {"format version", [&](CompiledModel &m) { m.format_version = 99; }},
+      {"alignment", [&](CompiledModel &m) { m.alignment = 100; }},
+      {"dim", [&](CompiledModel &m) { m.inputs[0].dims[0] = -4; }},
+      {"slice", [&](CompiledModel &m) { m.outputs[0].slices[0].end = 1 << 30; }},
+      {"leaves the weights",
+       [&](CompiledModel &m) {
+         m.images.push_back({m.weights.size(), 4, 4, false});
+       }},
+  };
+  for (const Edit &e : edits) {
+    CompiledModel m = good;
+    e.apply(m);
+    Status st = ValidateModel(m);
+    ASSERT_FALSE(st.ok()) << e.expect;
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+    EXPECT_NE(st.message().find(e.expect), std::string::npos) << st.message();
+    EXPECT_FALSE(SerializeModel(m).ok()) << e.expect;  // never written either
+  }
+}
+
+TEST(ModelFile, ExecutorRefusesArgumentsThatDoNotMatchTheKernel) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  CompiledModel m = PolicyModel();
+  // Drop one scalar-free buffer argument from a kernel: the offsets still validate, the kernel's
+  // own argument list no longer matches.
+  m.kernels[0].args.pop_back();
+  auto e = Executor::Create(dev.device, m);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("arguments"), std::string::npos) << e.status().ToString();
+}
+
+// --- executor
+
+TEST(Executor, RunsTwiceWithTheSameResultAndAllocatesNothingPerRun) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  auto exec = Executor::Create(dev.device, PolicyModel());
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  const CompiledModel &m = (*exec)->model();
+  std::vector<cl::MemHandle> ins, outs;
+  std::vector<cl_mem> in_mems, out_mems;
+  Rng rng(9);
+  for (const TensorDesc &t : m.inputs) {
+    ASSERT_EQ(t.dtype, DType::kFloat32);
+    std::vector<float> v(static_cast<size_t>(t.NumElements()));
+    for (float &x : v)
+      x = rng.Uniform(-1, 1);
+    auto buf = dev.device->CreateBuffer(t.ByteSize());
+    ASSERT_TRUE(buf.ok());
+    ASSERT_TRUE(dev.queue.Write(buf->get(), 0, t.ByteSize(), v.data()).ok());
+    ASSERT_TRUE(dev.queue.Finish().ok());
+    in_mems.push_back(buf->get());
+    ins.push_back(std::move(*buf));
+  }
+  for (const TensorDesc &t : m.outputs) {
+    auto buf = dev.device->CreateBuffer(t.ByteSize());
+    ASSERT_TRUE(buf.ok());
+    out_mems.push_back(buf->get());
+    outs.push_back(std::move(*buf));
+  }
+  std::vector<std::vector<float>> results;
+  for (int run = 0; run < 3; run++) {
+    long before = g_allocations.load();
+    auto done =
+        (*exec)->Run(dev.queue, in_mems.data(), in_mems.size(), out_mems.data(), out_mems.size());
+    long allocated = g_allocations.load() - before;
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    EXPECT_EQ(allocated, 0) << "host allocations in Run";
+    ASSERT_TRUE(cl::WaitForEvent(done->get()).ok());
+    std::vector<float> out(static_cast<size_t>(m.outputs[0].NumElements()));
+    ASSERT_TRUE(dev.queue.Read(out_mems[0], 0, m.outputs[0].ByteSize(), out.data()).ok());
+    ASSERT_TRUE(dev.queue.Finish().ok());
+    results.push_back(out);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(Executor, WrongBuffersAreErrors) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  auto exec = Executor::Create(dev.device, PolicyModel());
+  ASSERT_TRUE(exec.ok());
+  auto small = dev.device->CreateBuffer(16);
+  ASSERT_TRUE(small.ok());
+  std::vector<cl_mem> in((*exec)->model().inputs.size(), small->get());
+  std::vector<cl_mem> out((*exec)->model().outputs.size(), small->get());
+  auto r = (*exec)->Run(dev.queue, in.data(), in.size(), out.data(), out.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("bytes"), std::string::npos);
+  r = (*exec)->Run(dev.queue, in.data(), 1, out.data(), out.size());
+  EXPECT_FALSE(r.ok());
+}
+
+// Every profile's code builds and runs on this device where the device has what the profile
+// needs (fp16 storage through vload_half everywhere; fp16 arithmetic only with cl_khr_fp16).
+TEST(Profiles, AdrenoAndAmdCodeRunsWhereTheDeviceAllows) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_policy_small.onnx");
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  int ran = 0;
+  for (const char *profile : {"adreno", "amd", "cpu"})
+    for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+      auto opt = OptionsForProfile(profile, p);
+      ASSERT_TRUE(opt.ok());
+      if (opt->fp16_compute && !dev.device->caps().fp16)
+        continue;  // half arithmetic cannot build here; covered on devices with cl_khr_fp16
+      auto m = GenerateCode(*g, *opt);
+      ASSERT_TRUE(m.ok()) << profile << ": " << m.status().ToString();
+      EXPECT_EQ(m->profile, profile);
+      auto e = Executor::Create(dev.device, *m);
+      ASSERT_TRUE(e.ok()) << profile << ": " << e.status().ToString();
+      ran++;
+    }
+  EXPECT_GE(ran, 5);
+}
+
+}  // namespace
