@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "nn/op_params.h"
 #include "nn/reference.h"
@@ -643,6 +644,24 @@ static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings) {
         return InvalidArgument("input '" + name + "' has fixed shape " + t.shape.ToString() +
                                ", the option gives " + shape.ToString());
     t.shape = shape;
+  }
+  // A symbolic dim bound in one input ("batch" = 2) has that value in every input naming it.
+  std::map<std::string, int64_t> named;
+  for (TensorId id : graph.inputs) {
+    const Tensor &t = graph.tensor(id);
+    if (!bindings.count(t.name))
+      continue;
+    for (size_t i = 0; i < t.dim_params.size() && i < t.shape.rank(); ++i)
+      if (!t.dim_params[i].empty())
+        named[t.dim_params[i]] = t.shape[i];
+  }
+  for (TensorId id : graph.inputs) {
+    Tensor &t = graph.tensor(id);
+    for (size_t i = 0; i < t.dim_params.size() && i < t.shape.rank(); ++i) {
+      auto it = named.find(t.dim_params[i]);
+      if (t.shape[i] < 0 && it != named.end())
+        t.shape[i] = it->second;
+    }
   }
   for (TensorId id : graph.inputs) {
     const Tensor &t = graph.tensor(id);

@@ -97,6 +97,12 @@ def main(out):
                    helper.make_node("Det", ["t"], ["o"], name="det_node")], [a], [o]),
          f"{out}/unsupported.onnx")
 
+    # two_inputs.onnx: two inputs sharing the symbolic dim "batch"; binding one binds both.
+    ta = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 3])
+    tb = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", "n"])
+    save(model_of([helper.make_node("Add", ["a", "b"], ["o"])], [ta, tb],
+                  [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)]), f"{out}/two_inputs.onnx")
+
     # truncated.onnx: the first half of tiny.onnx.
     data = open(f"{out}/tiny.onnx", "rb").read()
     open(f"{out}/truncated.onnx", "wb").write(data[: len(data) // 2])

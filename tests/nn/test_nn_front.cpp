@@ -227,6 +227,29 @@ TEST(Import, TinyModelRunsAndKeepsItsSlices) {
     EXPECT_NEAR(a[i], e[i], 1e-5 * (1 + std::fabs(e[i]))) << i;  // float32 sums of 27 products
 }
 
+TEST(Import, ASymbolicDimBoundOnceBindsEveryInputNamingIt) {
+  NEED_MODELS();
+  auto g = ImportOnnxFile(Models() + "/two_inputs.onnx");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Graph only_a = *g;
+  ShapeBindings b;
+  ASSERT_TRUE(ParseShapeBinding("a=2,3", &b).ok());
+  // b is (batch, n): batch comes from a, n stays unknown and is named in the error.
+  Status st = InferShapes(only_a, b);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("input 'b' has shape (2,?)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("n"), std::string::npos);
+  ASSERT_TRUE(ParseShapeBinding("b=2,3", &b).ok());
+  ASSERT_TRUE(InferShapes(*g, b).ok());
+  EXPECT_EQ(g->tensor(g->outputs[0]).shape, (Shape{2, 3}));
+  ShapeBindings wrong;
+  ASSERT_TRUE(ParseShapeBinding("nope=1", &wrong).ok());
+  Graph w = *g;
+  Status ws = InferShapes(w, wrong);
+  ASSERT_FALSE(ws.ok());
+  EXPECT_NE(ws.message().find("'nope'"), std::string::npos);
+}
+
 TEST(Import, TypedFieldsAndRawDataGiveTheSameValues) {
   NEED_MODELS();
   auto g = ImportOnnxFile(Models() + "/typed.onnx");
