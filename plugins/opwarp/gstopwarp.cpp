@@ -33,11 +33,15 @@
  *   the meta says the calibration was not seen. A malformed string is refused with a warning
  *   and the previous value stays; "" clears it.
  * - `device` (string, default "auto"): the OpenCL device, when no context is shared yet.
+ *
+ * Latency queries add the longest processing time measured so far (frame arrival to output
+ * complete on the device); a new maximum is announced with a LATENCY message.
  */
 #include "opwarp/gstopwarp.h"
 
 #include <gst/video/video.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -198,7 +202,11 @@ struct Impl {
   // Uploads still in flight; stop() waits for them.
   std::mutex pending_lock;
   std::condition_variable idle;
-  int in_flight = 0;
+  int in_flight = 0;  // uploads and latency probes whose callbacks have not run yet
+  // Processing latency: the longest time from a frame's arrival to its output being complete on
+  // the device, the value a LATENCY message last announced, and what latency queries add.
+  std::atomic<int64_t> max_latency_ns{0};
+  std::atomic<int64_t> posted_latency_ns{0};
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -633,10 +641,61 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
   return st.staging.get();
 }
 
+// Records one frame's processing latency; a new maximum (by more than a millisecond) is
+// announced with a LATENCY message so the pipeline queries it again.
+static void NoteLatency(GstOpWarp *self, int64_t ns) {
+  Impl &impl = *self->impl;
+  int64_t max = impl.max_latency_ns.load();
+  while (ns > max && !impl.max_latency_ns.compare_exchange_weak(max, ns)) {
+  }
+  int64_t posted = impl.posted_latency_ns.load();
+  if (ns > posted + int64_t(GST_MSECOND) &&
+      impl.posted_latency_ns.compare_exchange_strong(posted, ns)) {
+    GST_DEBUG_OBJECT(self, "processing latency grew to %" G_GINT64_FORMAT " ns", ns);
+    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
+  }
+}
+
+struct LatencyProbe {
+  GstOpWarp *self;
+  int64_t start_ns;
+};
+
+// Runs on a driver thread when a frame's output is complete.
+static void CL_CALLBACK MeasureLatency(cl_event, cl_int status, void *data) {
+  auto *probe = static_cast<LatencyProbe *>(data);
+  Impl &impl = *probe->self->impl;
+  if (status == CL_COMPLETE)
+    NoteLatency(probe->self, g_get_monotonic_time() * 1000 - probe->start_ns);
+  delete probe;
+  std::lock_guard<std::mutex> guard(impl.pending_lock);
+  if (--impl.in_flight == 0)
+    impl.idle.notify_all();
+}
+
+static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
+  auto *parent = GST_BASE_TRANSFORM_CLASS(gst_op_warp_parent_class);
+  if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY || direction != GST_PAD_SRC)
+    return parent->query(trans, direction, query);
+  if (!parent->query(trans, direction, query))
+    return FALSE;
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+  gst_query_parse_latency(query, &live, &min, &max);
+  const GstClockTime ours = GstClockTime(GST_OP_WARP(trans)->impl->max_latency_ns.load());
+  min += ours;
+  if (GST_CLOCK_TIME_IS_VALID(max))
+    max += ours;
+  gst_query_set_latency(query, live, min, max);
+  GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(ours));
+  return TRUE;
+}
+
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_WARP(trans);
   Impl &impl = *self->impl;
   const auto t0 = std::chrono::steady_clock::now();
+  const int64_t start_ns = g_get_monotonic_time() * 1000;
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   std::lock_guard<std::mutex> stream_guard(impl.stream_lock);
   Stream &st = impl.stream;
@@ -708,6 +767,14 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
       GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
       if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
         gst_op_memory_set_write_event(in_mem, done->get());
+      // The latency is known once the device is done with the frame.
+      auto *probe = new LatencyProbe{self, start_ns};
+      {
+        std::lock_guard<std::mutex> guard(impl.pending_lock);
+        impl.in_flight++;
+      }
+      if (clSetEventCallback(done->get(), CL_COMPLETE, MeasureLatency, probe) != CL_SUCCESS)
+        MeasureLatency(done->get(), CL_INVALID_EVENT, probe);  // not measured, but released
     }
   } else {
     // System-memory output: warp into our own device buffer, then read it back.
@@ -731,6 +798,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
         // A host wait on purpose: system memory goes downstream as soon as we return, and
         // nothing there knows about OpenCL events.
         s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
+        if (s.ok())
+          NoteLatency(self, g_get_monotonic_time() * 1000 - start_ns);
       }
       gst_buffer_unmap(outbuf, &map);
     }
@@ -843,6 +912,7 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
   trans_class->set_caps = SetCaps;
   trans_class->transform_size = TransformSize;
   trans_class->sink_event = SinkEvent;
+  trans_class->query = Query;
   trans_class->transform = Transform;
   filter_class->open = Open;
   filter_class->close = Close;

@@ -441,6 +441,25 @@ TEST_F(OpWarpTest, CalibrationEventAndLiveRpy) {
   push_and_check(13, {0.03, -0.01, 0.02}, true);
 }
 
+TEST_F(OpWarpTest, LatencyAddsTheMeasuredProcessingTime) {
+  Make("opwarp");
+  gst_harness_set_upstream_latency(h, 10 * GST_MSECOND);
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  EXPECT_EQ(gst_harness_query_latency(h), 10 * GST_MSECOND) << "nothing measured yet";
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  ASSERT_EQ(gst_harness_push(h, Wrap(RandomBytes(l.MinBytes(), 9), 0)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  gst_buffer_unref(out);
+  // The first frame takes more than a millisecond (upload, warp, copies), so it is announced.
+  GstMessage *msg = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_LATENCY);
+  ASSERT_NE(msg, nullptr);
+  gst_message_unref(msg);
+  const GstClockTime total = gst_harness_query_latency(h);
+  EXPECT_GT(total, 10 * GST_MSECOND + GST_MSECOND);
+  EXPECT_LT(total, 10 * GST_MSECOND + 10 * GST_SECOND);
+}
+
 TEST_F(OpWarpTest, GstLaunchPipelineWritesTwelvePlanesPerFrame) {
   // filesrc ! rawvideoparse ! opwarp ! filesink, as in the issue. The test environment hides the
   // system plugins; load the two this pipeline needs from the system's plugin folder.
