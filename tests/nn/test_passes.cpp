@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
+#include "nn/onnx_import.h"
 #include "nn/passes.h"
 #include "nn/reference.h"
 #include "nn/shape_inference.h"
@@ -345,4 +347,45 @@ TEST(Passes, DeadCodeGoesAndIdsStayConsistent) {
   EXPECT_EQ(after.inputs.size(), 2u);  // inputs stay part of the interface, even unread
   EXPECT_EQ(after.FindTensor("dead"), kNoTensor);
   EXPECT_EQ(after.FindTensor("dead2"), kNoTensor);
+}
+
+// The committed reference models (fp16 inside, like openpilot's): OptimizeGraph must keep their
+// outputs. The fused graph computes chains in float32 where the model rounds to half after every
+// op, so the bound is a few half-precision ulps of the output's scale (2^-11 ≈ 4.9e-4 each).
+TEST(Passes, ReferenceModelsKeepTheirOutputsAfterOptimizeGraph) {
+  const char *root = std::getenv("OP_SOURCE_ROOT");
+  if (!root)
+    GTEST_SKIP() << "OP_SOURCE_ROOT not set";
+  for (const char *name : {"driving_vision_small", "driving_policy_small"}) {
+    auto g = ImportOnnxFile(std::string(root) + "/models/" + name + ".onnx");
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    ASSERT_TRUE(InferShapes(*g).ok());
+    Builder b;
+    b.g = *g;
+    // uint8 image inputs get random bytes; float inputs get values in [-2, 2).
+    std::vector<Tensor> in = b.Inputs();
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].dtype == DType::kUInt8) {
+        Bytes bytes(in[i].ByteSize());
+        for (auto &v : bytes)
+          v = static_cast<uint8_t>(b.rng());
+        in[i].data = std::make_shared<const Bytes>(bytes);
+      }
+    Graph opt = *g;
+    ASSERT_TRUE(OptimizeGraph(opt).ok());
+    EXPECT_LT(opt.nodes.size(), g->nodes.size()) << name;  // something fused
+    auto want = RunReference(*g, in), got = RunReference(opt, in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const Tensor &w = (*want)[0], &o = (*got)[0];
+    ASSERT_EQ(o.shape, w.shape);
+    double scale = 1, err = 0;
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i) {
+      scale = std::max(scale, std::fabs(Value(w, i)));
+      err = std::max(err, std::fabs(Value(o, i) - Value(w, i)));
+    }
+    EXPECT_LE(err, 1e-2 * scale) << name;
+    std::printf("%s: %zu → %zu nodes, max difference %.3g (scale %.3g)\n", name, g->nodes.size(),
+                opt.nodes.size(), err, scale);
+  }
 }
