@@ -45,8 +45,11 @@ int main(int argc, char **argv) {
   }
   opc::Args args(argv + 2, argv + argc);
   const std::string cmd = argv[1];
-  if (cmd == "info")
-    return opc::Info(args);
+  if (cmd == "info") {
+    // A compiled model is reported by the device half; anything else is read as ONNX.
+    int rc = args.size() == 1 ? opc::InfoCompiled(args[0]) : -1;
+    return rc >= 0 ? rc : opc::Info(args);
+  }
   if (cmd == "run")
     return opc::Run(args);
   if (cmd == "compile")

@@ -29,6 +29,9 @@ struct RunRequest {
 };
 // Runs on the OpenCL device and returns the outputs in model order (opc_device.cpp).
 op::StatusOr<std::vector<op::nn::Tensor>> RunOnDevice(const RunRequest &request);
+// `opc info` on a compiled model (.opm): I/O, slices, kernels, arena (opc_device.cpp). Returns
+// -1 when `model` is not a compiled model (the ONNX report then runs).
+int InfoCompiled(const std::string &model);
 // Extra lines for `opc info`: kernels, arena size (opc_device.cpp; may print nothing).
 void PrintDeviceInfo(const std::string &model, const op::nn::ShapeBindings &shapes);
 

@@ -2,6 +2,7 @@
 // `opc info` (kernels, programs, arena against the sum of intermediates, weights).
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "cl/device.h"
 #include "cl/queue.h"
@@ -134,6 +135,43 @@ StatusOr<std::vector<nn::Tensor>> RunOnDevice(const RunRequest &request) {
                  : info.from_cache ? "compiled model from the cache"
                                    : "precompiled");
   return outs;
+}
+
+int InfoCompiled(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return -1;
+  char magic[4] = {};
+  size_t n = std::fread(magic, 1, 4, f);
+  std::fclose(f);
+  if (n != 4 || !nn::LooksLikeModelFile(std::string(magic, 4)))
+    return -1;
+  auto m = nn::ReadModelFile(path);
+  if (!m.ok())
+    return Fail(m.status());
+  std::printf("compiled model: %s (from %s, source hash %016llx)\n", path.c_str(),
+              m->source_name.empty() ? "?" : m->source_name.c_str(),
+              static_cast<unsigned long long>(m->source_hash));
+  if (!m->device_name.empty())
+    std::printf("compiled on: %s\n", m->device_name.c_str());
+  std::printf("inputs:\n");
+  for (const nn::TensorDesc &t : m->inputs)
+    std::printf("  %s\n", t.Describe().c_str());
+  std::printf("outputs:\n");
+  for (const nn::TensorDesc &t : m->outputs) {
+    std::printf("  %s\n", t.Describe().c_str());
+    for (const nn::OutputSlice &s : t.slices)
+      std::printf("    slice %-20s %lld:%lld\n", s.name.c_str(), static_cast<long long>(s.start),
+                  static_cast<long long>(s.end));
+  }
+  std::map<std::string, int> entries;
+  for (const nn::KernelDesc &k : m->kernels)
+    ++entries[k.entry];
+  std::printf("kernels by template:\n");
+  for (const auto &[name, count] : entries)
+    std::printf("  %-24s %d\n", name.c_str(), count);
+  PrintModelSummary(*m);
+  return 0;
 }
 
 void PrintDeviceInfo(const std::string &model, const nn::ShapeBindings &shapes) {
