@@ -341,6 +341,14 @@ Status FuseConvGemm(Graph &graph) {
         } else {
           break;
         }
+      } else if (n.op == OpKind::kMul && op != OpKind::kConv && !has_bias && !has_act && !has_res) {
+        // A product scaled by a constant scalar (attention's 1/sqrt(d)) is alpha.
+        const TensorId other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
+        const Tensor &ot = graph.tensor(other);
+        if (!IsScalarConstant(ot) || ot.dtype != dt)
+          break;
+        fused.attrs.Set("alpha",
+                        static_cast<float>(fused.attrs.Float("alpha", 1.f) * ScalarValue(ot)));
       } else if (!has_act) {  // after a residual: act(conv + b + R)
         Attributes act;
         if (!FusableActivation(graph, n, &act))
@@ -358,7 +366,8 @@ Status FuseConvGemm(Graph &graph) {
       continue;
     fused.op = op == OpKind::kConv ? OpKind::kFusedConv : OpKind::kFusedGemm;
     if (op == OpKind::kMatMul) {
-      fused.attrs.Set("alpha", 1.f);
+      if (!fused.attrs.Has("alpha"))
+        fused.attrs.Set("alpha", 1.f);
       fused.attrs.Set("beta", 1.f);
     }
     fused.outputs = {cur};

@@ -221,6 +221,22 @@ TEST(Passes, GemmAndMatMulFuseBiasAndActivation) {
   EXPECT_EQ(after.nodes.size(), 2u);
 }
 
+TEST(Passes, AScalarScaleOfAProductBecomesAlpha) {
+  Builder b;
+  TensorId q = b.Input("q", Shape{1, 2, 13, 7});
+  TensorId k = b.Input("k", Shape{1, 2, 7, 13});
+  TensorId att = b.Add(OpKind::kMatMul, {q, k}, "att");
+  TensorId s = b.Add(OpKind::kMul, {att, b.Scalar("scale", 0.378f)}, "s");
+  Attributes ax;
+  ax.Set("axis", int64_t{-1});
+  TensorId y = b.Add(OpKind::kSoftmax, {s}, "y", ax);
+  b.Output(y);
+  Graph after = CheckSame(b, FuseConvGemm);
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kFusedGemm);
+  EXPECT_FLOAT_EQ(after.nodes[0].attrs.Float("alpha"), 0.378f);
+}
+
 TEST(Passes, GeluTanhBecomesOneChain) {
   Builder b;
   TensorId x = b.Input("x", Shape{1, 3, 13, 127});
