@@ -150,7 +150,7 @@ class Pipeline {
     gst_sample_unref(s);
     return b;
   }
-  // The first error or warning message on the bus ("" when none), without waiting.
+  // Every error (or warning) message on the bus so far, one per line ("" when none).
   std::string Message(GstMessageType type) {
     GstBus *bus = gst_element_get_bus(pipeline_);
     std::string text;
@@ -161,8 +161,7 @@ class Pipeline {
         gst_message_parse_error(m, &err, &debug);
       else
         gst_message_parse_warning(m, &err, &debug);
-      if (text.empty())
-        text = std::string(err->message) + " | " + (debug ? debug : "");
+      text += std::string(err->message) + " | " + (debug ? debug : "") + "\n";
       g_error_free(err);
       g_free(debug);
       gst_message_unref(m);
@@ -299,6 +298,346 @@ TEST_F(OpVisionTest, OneCameraFeedsBothInputs) {
   RunSplit(this, pl, false, 12);
   CheckAgainstReference("split", Model("driving_vision_small.onnx"),
                         Model("driving_policy_small.onnx"));
+}
+
+}  // namespace
+
+namespace {
+
+// Pushes everything, ends both streams, and collects every output until EOS.
+std::vector<GstBuffer *> PushAllAndDrain(Pipeline &pl, const std::vector<GstBuffer *> &road,
+                                         const std::vector<GstBuffer *> &wide) {
+  for (GstBuffer *b : road)
+    Pipeline::Push(pl.road, b);
+  for (GstBuffer *b : wide)
+    Pipeline::Push(pl.wide, b);
+  Pipeline::EndOfStream(pl.road);
+  if (pl.wide)
+    Pipeline::EndOfStream(pl.wide);
+  std::vector<GstBuffer *> out;
+  while (GstBuffer *b = pl.Pull())
+    out.push_back(b);
+  return out;
+}
+
+std::string VisionOnly(bool two_cameras, const std::string &props = "") {
+  return Sources(two_cameras) + "opvision name=v precision=fp32 " + props +
+         " model=" + Model("driving_vision_small.onnx") + " ! " + kSink;
+}
+
+// Wide capture times jitter around the road ones: every road frame pairs with its own wide
+// frame, and exactly the pairs more than 10 ms apart are counted as out of sync.
+TEST_F(OpVisionTest, JitteredWideStreamPairsEveryFrameAndCountsTheSkew) {
+  Pipeline pl(VisionOnly(true));
+  ASSERT_TRUE(pl.road && pl.wide && pl.vision && pl.sink);
+  ASSERT_TRUE(pl.Play());
+  const int64_t jitter_ms[] = {0, 6, -8, 12, -15, 3, 10, -11, 24, -24};
+  std::vector<GstBuffer *> road, wide;
+  auto bytes = RandomCamera(7);
+  for (int k = 0; k < 10; k++) {
+    road.push_back(CameraBuffer(bytes, k * kFrame, k, false));
+    GstBuffer *w = CameraBuffer(bytes, k * kFrame, 100 + k, true);
+    gst_buffer_get_op_frame_meta(w)->wide_sof_ns += jitter_ms[k] * GST_MSECOND;
+    wide.push_back(w);
+  }
+  auto out = PushAllAndDrain(pl, road, wide);
+  ASSERT_EQ(out.size(), 10u) << pl.Message(GST_MESSAGE_ERROR);
+  for (int k = 0; k < 10; k++) {
+    GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(out[k]);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->road_frame_id, guint32(k));
+    EXPECT_EQ(m->wide_frame_id, guint32(100 + k)) << "road frame " << k;
+    gst_buffer_unref(out[k]);
+  }
+  // |jitter| > 10 ms: 12, -15, -11, 24, -24 (10 is not above the limit).
+  EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 5u);
+  EXPECT_EQ(pl.Stat(pl.vision, "dropped-wide"), 0u);
+  EXPECT_EQ(pl.Stat(pl.vision, "dropped-road"), 0u);
+  EXPECT_NE(pl.Message(GST_MESSAGE_WARNING).find("out of sync"), std::string::npos);
+}
+
+// The wide camera runs 30 ms behind: the first road frame has no partner within 25 ms and is
+// dropped; every later road frame k pairs with wide frame k − 1, 20 ms older.
+TEST_F(OpVisionTest, LaggingWideStreamDropsTheUnpairedRoadFrame) {
+  Pipeline pl(VisionOnly(true));
+  ASSERT_TRUE(pl.road && pl.wide);
+  ASSERT_TRUE(pl.Play());
+  std::vector<GstBuffer *> road, wide;
+  auto bytes = RandomCamera(8);
+  for (int k = 0; k < 8; k++) {
+    road.push_back(CameraBuffer(bytes, k * kFrame, k, false));
+    GstBuffer *w = CameraBuffer(bytes, k * kFrame, 100 + k, true);
+    gst_buffer_get_op_frame_meta(w)->wide_sof_ns += 30 * GST_MSECOND;
+    wide.push_back(w);
+  }
+  auto out = PushAllAndDrain(pl, road, wide);
+  ASSERT_EQ(out.size(), 7u) << pl.Message(GST_MESSAGE_ERROR);
+  for (int k = 1; k < 8; k++) {
+    GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(out[k - 1]);
+    EXPECT_EQ(m->road_frame_id, guint32(k));
+    EXPECT_EQ(m->wide_frame_id, guint32(100 + k - 1));
+    gst_buffer_unref(out[k - 1]);
+  }
+  EXPECT_EQ(pl.Stat(pl.vision, "dropped-road"), 1u);
+  EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 7u);  // all 20 ms apart
+}
+
+// A wide camera at twice the rate: the wide frames between road frames are too old and dropped.
+TEST_F(OpVisionTest, OlderWideBuffersAreDropped) {
+  Pipeline pl(VisionOnly(true));
+  ASSERT_TRUE(pl.road && pl.wide);
+  ASSERT_TRUE(pl.Play());
+  std::vector<GstBuffer *> road, wide;
+  auto bytes = RandomCamera(9);
+  for (int k = 0; k < 5; k++)
+    road.push_back(CameraBuffer(bytes, k * kFrame, k, false));
+  for (int j = 0; j < 10; j++)  // every 25 ms, starting 26 ms before the first road frame
+    wide.push_back(CameraBuffer(bytes, j * kFrame / 2, 100 + j, true));
+  for (int j = 0; j < 10; j++)
+    gst_buffer_get_op_frame_meta(wide[j])->wide_sof_ns -= 26 * GST_MSECOND;
+  auto out = PushAllAndDrain(pl, road, wide);
+  // Road k (at 50k ms) pairs with wide 2k + 1 (at 50k − 1 ms); wide 2k (at 50k − 26 ms) is
+  // more than 25 ms older and dropped.
+  ASSERT_EQ(out.size(), 5u) << pl.Message(GST_MESSAGE_ERROR);
+  for (int k = 0; k < 5; k++) {
+    EXPECT_EQ(gst_buffer_get_op_frame_meta(out[k])->wide_frame_id, guint32(100 + 2 * k + 1));
+    gst_buffer_unref(out[k]);
+  }
+  EXPECT_EQ(pl.Stat(pl.vision, "dropped-wide"), 5u);
+  EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 0u);
+}
+
+// Road frame ids 0 1 2 4 5: frame 4 follows a drop and is not evaluated (openpilot warps it
+// but runs no network); with skip-after-drop=false it is.
+TEST_F(OpVisionTest, FrameAfterAGapIsSkipped) {
+  for (bool skip : {true, false}) {
+    Pipeline pl(VisionOnly(false, skip ? "" : "skip-after-drop=false"));
+    ASSERT_TRUE(pl.road && pl.vision);
+    ASSERT_TRUE(pl.Play());
+    std::vector<GstBuffer *> road;
+    auto bytes = RandomCamera(10);
+    for (int id : {0, 1, 2, 4, 5})
+      road.push_back(CameraBuffer(bytes, id * kFrame, id, false));
+    auto out = PushAllAndDrain(pl, road, {});
+    std::vector<guint32> ids;
+    for (GstBuffer *b : out) {
+      ids.push_back(gst_buffer_get_op_frame_meta(b)->road_frame_id);
+      gst_buffer_unref(b);
+    }
+    if (skip) {
+      EXPECT_EQ(ids, (std::vector<guint32>{0, 1, 2, 5}));
+      EXPECT_EQ(pl.Stat(pl.vision, "skipped"), 1u);
+    } else {
+      EXPECT_EQ(ids, (std::vector<guint32>{0, 1, 2, 4, 5}));
+      EXPECT_EQ(pl.Stat(pl.vision, "skipped"), 0u);
+    }
+  }
+}
+
+// The wide stream ends mid-stream: the road frames go on alone (with a warning), and the end of
+// the road stream ends the output: no deadlock either way.
+TEST_F(OpVisionTest, WideStreamEndingMidStreamDoesNotStallTheRoadOne) {
+  Pipeline pl(VisionOnly(true));
+  ASSERT_TRUE(pl.road && pl.wide);
+  ASSERT_TRUE(pl.Play());
+  auto bytes = RandomCamera(11);
+  for (int k = 0; k < 3; k++) {
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+    Pipeline::Push(pl.wide, CameraBuffer(bytes, k * kFrame, 100 + k, true));
+  }
+  Pipeline::EndOfStream(pl.wide);
+  for (int k = 3; k < 6; k++)
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+  Pipeline::EndOfStream(pl.road);
+  std::vector<guint32> wide_ids;
+  while (GstBuffer *b = pl.Pull()) {
+    wide_ids.push_back(gst_buffer_get_op_frame_meta(b)->wide_frame_id);
+    gst_buffer_unref(b);
+  }
+  // Paired while the wide stream lasted, then the road frame serves as both.
+  EXPECT_EQ(wide_ids, (std::vector<guint32>{100, 101, 102, 3, 4, 5}));
+  gboolean eos = FALSE;
+  g_object_get(pl.sink, "eos", &eos, nullptr);
+  EXPECT_TRUE(eos);
+  EXPECT_NE(pl.Message(GST_MESSAGE_WARNING).find("wide camera stream ended"), std::string::npos);
+}
+
+// A flush is a jump in time: afterwards the outputs are those of a fresh start (the temporal
+// queues restart from zeros), which the reference checks on the frames after the flush.
+TEST_F(OpVisionTest, FlushRestartsTheTemporalQueues) {
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " desire=lane-change-left ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  for (int k = 0; k < 6; k++) {
+    Pipeline::Push(pl.road, CameraBuffer(RandomCamera(200 + k), k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    gst_buffer_unref(out);
+  }
+  // Flush the road pad as a flushing seek would, and start a new segment.
+  GstPad *img = gst_element_get_static_pad(pl.vision, "img");
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_flush_stop(TRUE)));
+  GstSegment seg;
+  gst_segment_init(&seg, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_segment(&seg)));
+  gst_object_unref(img);
+  for (int k = 0; k < 8; k++) {
+    auto bytes = RandomCamera(300 + k);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, 50 + k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "frame " << k << " after the flush: " << pl.Message(GST_MESSAGE_ERROR);
+    Record(k, bytes, bytes, 3, 0, out);
+    gst_buffer_unref(out);
+  }
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+// The camera tensors do not have the model's input shape: the error names the input, what the
+// model wants and what the caps carry, before any frame is evaluated.
+TEST_F(OpVisionTest, ModelThatDoesNotFitTheCapsFailsNamingTheInput) {
+  Pipeline pl(VisionOnly(false), /*road_height=*/64);
+  ASSERT_TRUE(pl.road && pl.vision);
+  ASSERT_TRUE(pl.Play());
+  std::vector<uint8_t> small(kCameraBytes / 2, 7);
+  Pipeline::Push(pl.road, CameraBuffer(small, 0, 0, false));
+  GstBuffer *out = pl.Pull(10 * GST_SECOND);
+  EXPECT_FALSE(out);
+  if (out)
+    gst_buffer_unref(out);
+  const std::string error = pl.Message(GST_MESSAGE_ERROR);
+  EXPECT_NE(error.find("model input \"img\" wants uint8 (1,12,128,256)"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("(1,12,64,256)"), std::string::npos) << error;
+  EXPECT_EQ(pl.Stat(pl.vision, "frames"), 0u);
+}
+
+// A policy element fed by something that is not a vision output: the error names the slice.
+TEST_F(OpVisionTest, PolicyWithoutAHiddenStateInputFailsNamingIt) {
+  Pipeline pl("appsrc name=road format=time ! oppolicy name=p model=" +
+              Model("driving_policy_small.onnx") + " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.policy);
+  GstOpTensorInfo info;
+  info.tensors.push_back({"outputs", GstOpTensorType::kFloat32, {1, 600}});
+  info.slices.push_back({"outputs", "pose", 0, 12});
+  Pipeline::SetCaps(pl.road, gst_op_tensor_info_to_caps(info));
+  ASSERT_TRUE(pl.Play());
+  std::vector<uint8_t> zeros(600 * 4, 0);
+  Pipeline::Push(pl.road, CameraBuffer(zeros, 0, -1, false));
+  GstBuffer *out = pl.Pull(10 * GST_SECOND);
+  EXPECT_FALSE(out);
+  if (out)
+    gst_buffer_unref(out);
+  const std::string error = pl.Message(GST_MESSAGE_ERROR);
+  EXPECT_NE(error.find("no slice \"hidden_state\""), std::string::npos) << error;
+}
+
+// A missing model is a RESOURCE error naming the file, at start.
+TEST_F(OpVisionTest, MissingModelIsAnErrorNamingTheFile) {
+  Pipeline pl(Sources(false) + "opvision name=v model=/nonexistent/vision.onnx ! " + kSink);
+  ASSERT_TRUE(pl.vision);
+  EXPECT_EQ(gst_element_set_state(pl.get(), GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  const std::string error = pl.Message(GST_MESSAGE_ERROR);
+  EXPECT_NE(error.find("/nonexistent/vision.onnx"), std::string::npos) << error;
+}
+
+// The combined network alone: opvision owns the queues; the desire changes while PLAYING by
+// property and by event; the reference runs the same network with the same queue history.
+TEST_F(OpVisionTest, CombinedNetworkMatchesOnnxruntimeWithTheQueues) {
+  Pipeline pl(Sources(true) + "opvision name=v precision=fp32 model=" +
+              Model("driving_supercombo_small.onnx") + " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.wide && pl.vision);
+  ASSERT_TRUE(pl.Play());
+  const int desires[] = {0, 4, 4, 4, 0, 4, 2, 2, 0, 6, 5, 5};
+  for (int k = 0; k < 28; k++) {
+    const int desire = desires[k % G_N_ELEMENTS(desires)];
+    const int traffic = k >= 14 ? 1 : 0;
+    if (k % 2)
+      g_object_set(pl.vision, "desire", desire, "traffic-convention", traffic, nullptr);
+    else
+      gst_element_send_event(pl.road, SettingsEvent(desire, traffic));
+    auto road = RandomCamera(700 + k), wide = RandomCamera(900 + k);
+    Pipeline::Push(pl.road, CameraBuffer(road, k * kFrame, k, false));
+    Pipeline::Push(pl.wide, CameraBuffer(wide, k * kFrame, k, true));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "frame " << k << ": " << pl.Message(GST_MESSAGE_ERROR);
+    ASSERT_EQ(gst_buffer_n_memory(out), 1u);
+    Record(k, road, wide, desire, traffic, out);
+    gst_buffer_unref(out);
+  }
+  CheckAgainstReference("combined", Model("driving_supercombo_small.onnx"));
+}
+
+// Setting `model` while PLAYING: a file that does not load leaves the old network running with
+// a warning; a loadable one replaces it at a frame boundary and the caps follow its outputs.
+TEST_F(OpVisionTest, ModelSwapWhilePlaying) {
+  Pipeline pl(VisionOnly(true));
+  ASSERT_TRUE(pl.road && pl.wide && pl.vision);
+  ASSERT_TRUE(pl.Play());
+  auto frame = [&](int k, std::vector<uint8_t> *road, std::vector<uint8_t> *wide) {
+    *road = RandomCamera(1100 + k);
+    *wide = RandomCamera(1300 + k);
+    Pipeline::Push(pl.road, CameraBuffer(*road, k * kFrame, k, false));
+    Pipeline::Push(pl.wide, CameraBuffer(*wide, k * kFrame, k, true));
+    return pl.Pull();
+  };
+  std::vector<uint8_t> road, wide;
+  int k = 0;
+  for (; k < 2; k++) {
+    GstBuffer *out = frame(k, &road, &wide);
+    ASSERT_TRUE(out);
+    EXPECT_EQ(gst_buffer_get_size(out), 1600u * 4);
+    gst_buffer_unref(out);
+  }
+  g_object_set(pl.vision, "model", "/nonexistent/other.onnx", nullptr);
+  // The failed load is reported at the next frame boundary after it finished.
+  std::string warning;
+  for (int tries = 0; tries < 50 && warning.find("other.onnx") == std::string::npos; tries++, k++) {
+    GstBuffer *out = frame(k, &road, &wide);
+    ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    EXPECT_EQ(gst_buffer_get_size(out), 1600u * 4) << "the old model must keep running";
+    gst_buffer_unref(out);
+    warning += pl.Message(GST_MESSAGE_WARNING);
+    if (warning.find("other.onnx") == std::string::npos)
+      g_usleep(50000);
+  }
+  EXPECT_NE(warning.find("/nonexistent/other.onnx"), std::string::npos) << warning;
+
+  g_object_set(pl.vision, "model", Model("driving_supercombo_small.onnx").c_str(), nullptr);
+  int swapped_at = -1;
+  for (int tries = 0; tries < 200 && swapped_at < 0; tries++, k++) {
+    GstBuffer *out = frame(k, &road, &wide);
+    ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    const gsize size = gst_buffer_get_size(out);
+    ASSERT_TRUE(size == 1600u * 4 || size == 2598u * 4) << size;
+    if (size == 2598u * 4) {
+      swapped_at = k;
+      Record(0, road, wide, 0, 0, out);  // the combined network's first frame: fresh queues
+    }
+    gst_buffer_unref(out);
+    if (swapped_at < 0)
+      g_usleep(50000);
+  }
+  ASSERT_GE(swapped_at, 0) << "the new model never took over";
+  GstPad *src = gst_element_get_static_pad(pl.vision, "src");
+  GstCaps *caps = gst_pad_get_current_caps(src);
+  auto info = gst_op_tensor_info_from_caps(caps);
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->tensors[0].dims, (std::vector<int64_t>{1, 2598}));
+  EXPECT_TRUE(info->FindSlice("plan")) << "the caps carry the new model's slices";
+  gst_caps_unref(caps);
+  gst_object_unref(src);
+  for (int n = 1; n < 5; n++, k++) {
+    GstBuffer *out = frame(k, &road, &wide);
+    ASSERT_TRUE(out);
+    Record(n, road, wide, 0, 0, out);
+    gst_buffer_unref(out);
+  }
+  CheckAgainstReference("combined", Model("driving_supercombo_small.onnx"));
 }
 
 }  // namespace
