@@ -369,13 +369,15 @@ static bool ResolveCamera(GstOpOverlay *self, int width, int height) {
       break;
   }
   const op::drive::FrameSize sensor = op::drive::SensorSize(type);
-  if (sensor.width != width || sensor.height != height)
-    GST_ELEMENT_WARNING(
-        self, STREAM, FORMAT,
-        ("The %s camera presets are for %dx%d frames but the video is %dx%d: the "
-         "drawing will not line up; set \"intrinsics\" for this video",
-         op::drive::DeviceTypeName(type), sensor.width, sensor.height, width, height),
-        (nullptr));
+  if (sensor.width != width || sensor.height != height) {
+    // Presets for another frame size would draw everything in the wrong place.
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
+                      ("device-type %s has %dx%d frames, this video is %dx%d: set the "
+                       "\"intrinsics\" property (\"fx,fy,cx,cy\") for this video",
+                       op::drive::DeviceTypeName(type), sensor.width, sensor.height, width, height),
+                      (nullptr));
+    return false;
+  }
   self->impl->camera = op::drive::CameraIntrinsics(
       type, s.camera == GST_OP_OVERLAY_CAMERA_WIDE ? CameraRole::kWide : CameraRole::kRoad);
   return true;
