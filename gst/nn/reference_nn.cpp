@@ -471,8 +471,6 @@ Status RunNormalization(const Node &n, const Inputs &in, std::vector<Tensor> &ou
 
 Status RunResize(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
   OP_ASSIGN_OR_RETURN(ResizeParams p, GetResizeParams(n, in));
-  if (p.mode == "cubic")
-    return Unsupported(n.Describe() + ": cubic resize");
   const Tensor &xt = *in[0];
   const std::vector<double> x = ToDoubles(xt);
   const Shape &xs = xt.shape, &ys = out[0].shape;
@@ -509,19 +507,28 @@ Status RunResize(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
                                   "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   if (std::find(std::begin(kCoords), std::end(kCoords), p.coord) == std::end(kCoords))
     return Unsupported(n.Describe() + ": coordinate_transformation_mode '" + p.coord + "'");
-  // Per dim and output index: the two source indices and the weight of the second.
-  struct Tap {
-    int64_t i0, i1;
-    double w;
-    bool outside;
+  // Per dim and output index: the source indices with their weights (1 for nearest, 2 for
+  // linear, 4 for cubic) and whether the coordinate fell outside (tf_crop_and_resize).
+  struct Taps {
+    std::vector<std::pair<int64_t, double>> taps;
+    bool outside = false;
   };
-  std::vector<std::vector<Tap>> taps(r);
+  // Keys' cubic convolution kernel with coefficient a (ONNX's cubic_coeff_a).
+  const double A = p.cubic_coeff;
+  auto cubic = [A](double t) {
+    t = std::fabs(t);
+    if (t <= 1)
+      return ((A + 2) * t - (A + 3)) * t * t + 1;
+    if (t < 2)
+      return ((A * t - 5 * A) * t + 8 * A) * t - 4 * A;
+    return 0.0;
+  };
+  std::vector<std::vector<Taps>> taps(r);
   for (size_t d = 0; d < r; ++d)
     for (int64_t i = 0; i < ys[d]; ++i) {
-      bool outside = false;
-      const double s = source(d, i, &outside);
+      Taps t;
+      const double s = source(d, i, &t.outside);
       const int64_t last = xs[d] - 1;
-      Tap t{0, 0, 0, outside};
       if (p.mode == "nearest") {
         double v;
         if (p.nearest == "round_prefer_floor")
@@ -534,17 +541,35 @@ Status RunResize(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
           v = std::ceil(s);
         else
           return Unsupported(n.Describe() + ": nearest_mode '" + p.nearest + "'");
-        t.i0 = t.i1 = std::clamp<int64_t>(static_cast<int64_t>(v), 0, last);
-      } else {
+        t.taps.emplace_back(std::clamp<int64_t>(static_cast<int64_t>(v), 0, last), 1.0);
+      } else if (p.mode == "linear") {
         const double c = std::clamp(s, 0.0, static_cast<double>(last));
-        t.i0 = static_cast<int64_t>(std::floor(c));
-        t.i1 = std::min(t.i0 + 1, last);
-        t.w = c - static_cast<double>(t.i0);
+        const int64_t i0 = static_cast<int64_t>(std::floor(c));
+        const double w = c - static_cast<double>(i0);
+        t.taps.emplace_back(i0, 1 - w);
+        t.taps.emplace_back(std::min(i0 + 1, last), w);
+      } else {
+        // Cubic: four taps around floor(s), clamped to the edge; with exclude_outside, taps
+        // beyond the input get no weight and the rest are renormalised.
+        const int64_t i0 = static_cast<int64_t>(std::floor(s));
+        const double f = s - static_cast<double>(i0);
+        double sum = 0;
+        for (int64_t k = -1; k <= 2; ++k) {
+          const int64_t src = i0 + k;
+          double w = cubic(f - static_cast<double>(k));
+          if (p.exclude_outside && (src < 0 || src > last))
+            w = 0;
+          sum += w;
+          t.taps.emplace_back(std::clamp<int64_t>(src, 0, last), w);
+        }
+        if (p.exclude_outside && sum != 0)
+          for (auto &tap : t.taps)
+            tap.second /= sum;
       }
       taps[d].push_back(t);
     }
   std::vector<double> y(static_cast<size_t>(ys.NumElements()));
-  std::vector<int64_t> idx(r, 0);
+  std::vector<int64_t> idx(r, 0), pick(r, 0);
   for (size_t k = 0; k < y.size(); ++k) {
     bool outside = false;
     for (size_t d = 0; d < r; ++d)
@@ -552,18 +577,27 @@ Status RunResize(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
     if (outside) {
       y[k] = p.extrapolation;
     } else {
+      // Sum over every combination of one tap per dim (a separable filter).
       double acc = 0;
-      for (uint32_t corner = 0; corner < (1u << r); ++corner) {
+      std::fill(pick.begin(), pick.end(), 0);
+      for (;;) {
         double wgt = 1;
         int64_t off = 0;
         for (size_t d = 0; d < r; ++d) {
-          const Tap &t = taps[d][static_cast<size_t>(idx[d])];
-          const bool hi = (corner >> d) & 1u;
-          wgt *= hi ? t.w : 1 - t.w;
-          off += (hi ? t.i1 : t.i0) * xst[d];
+          const auto &tap = taps[d][static_cast<size_t>(idx[d])].taps[static_cast<size_t>(pick[d])];
+          wgt *= tap.second;
+          off += tap.first * xst[d];
         }
         if (wgt != 0)
           acc += wgt * x[static_cast<size_t>(off)];
+        size_t d = r;
+        while (d-- > 0) {
+          if (++pick[d] < static_cast<int64_t>(taps[d][static_cast<size_t>(idx[d])].taps.size()))
+            break;
+          pick[d] = 0;
+        }
+        if (d == static_cast<size_t>(-1))
+          break;
       }
       y[k] = acc;
     }

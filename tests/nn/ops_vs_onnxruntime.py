@@ -141,12 +141,14 @@ for nm, attrs, scales, sizes in [
         ("resize_linear_half_pixel", {"mode": "linear"}, [1, 1, 2, 2], None),
         ("resize_linear_down", {"mode": "linear"}, None, [1, 3, 5, 9]),
         ("resize_linear_align_corners", {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, None, [1, 3, 27, 13]),
-        ("resize_linear_pytorch", {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, None, [1, 3, 1, 31])]:
+        ("resize_linear_pytorch", {"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, None, [1, 3, 1, 31]),
+        ("resize_cubic_up", {"mode": "cubic"}, [1, 1, 2, 3], None),
+        ("resize_cubic_down_exclude", {"mode": "cubic", "cubic_coeff_a": -0.5, "exclude_outside": 1}, None, [1, 3, 5, 9])]:
     consts = [("roi", np.zeros(0, np.float32))]
     consts.append(("scales", np.array(scales, np.float32)) if scales else ("scales", np.zeros(0, np.float32)))
     if sizes:
         consts.append(("sizes", np.array(sizes, np.int64)))
-    case(nm, "Resize", [("x", f32(1, 3, 13, 13))], attrs, consts=consts, tol=SUM if "linear" in nm else EXACT)
+    case(nm, "Resize", [("x", f32(1, 3, 13, 13))], attrs, consts=consts, tol=EXACT if "nearest" in nm else SUM)
 
 # --- layout and shape ops
 X = f32(3, 13, 1, 127)
