@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""The benchmark: us and the peers on the same work, in the same run, on this machine.
+
+  tools/bench/run.sh            (sets everything up, then runs this)
+  run.py --build build [--quick] [--out docs/benchmarks.md]
+
+Prints one table per section and writes them, with the machine's description, to
+docs/benchmarks.md. No figure is typed by hand: every number below comes from this run.
+Peers run interleaved with ours (round by round) so that machine noise hits both sides.
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PY = os.path.join(ROOT, ".venv", "bin", "python3")
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def median_p90(xs):
+    xs = sorted(xs)
+    return statistics.median(xs), xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
+
+
+def ratio(ours, peer):
+    """Our time as a ratio of the peer's, saying which side is faster."""
+    if ours is None or peer is None:
+        return "n/a"
+    r = ours / peer
+    return f"{r:.2f}× ({'we are faster' if r < 1 else 'peer is faster'})"
+
+
+class Worker:
+    """A process speaking the line protocol of op-bench-model --serve / peer.py."""
+
+    def __init__(self, name, cmd, env=None):
+        self.name = name
+        self.times = []
+        self.error = None
+        self.info = {}
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
+
+    def ready(self, timeout):
+        line = self.proc.stdout.readline()
+        if not line:
+            self.error = (self.proc.stderr.read() or "exited").strip().splitlines()[-1:]
+            self.error = self.error[0] if self.error else "exited"
+            return False
+        self.info = json.loads(line)
+        return True
+
+    def run(self, n):
+        if self.error:
+            return
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.error = "worker exited"
+            return
+        self.times += json.loads(line)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+
+
+def machine(build):
+    cpu = "unknown CPU"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    dev = "none"
+    try:
+        out = sh(["clinfo", "--list"])
+        dev = "; ".join(l.strip() for l in out.splitlines() if l.strip())
+    except Exception:
+        pass
+    drv = ""
+    try:
+        m = re.search(r"Driver Version\s+(.+)", sh(["clinfo"]))
+        drv = m.group(1).strip() if m else ""
+    except Exception:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "opencl": dev, "driver": drv}
+
+
+def peak(build):
+    out = sh([os.path.join(build, "tools/bench/op-peak-flops"), "--seconds", "0.5"])
+    rows = dict(re.findall(r"threads (\d+): ([\d.]+) GFLOP/s", out))
+    isa = re.search(r"isa ([^,\s]+)", out).group(1)
+    return isa, {int(k): float(v) for k, v in rows.items()}
+
+
+def networks(build, models, rounds, per_round, threads, tinygrad_devs, log):
+    results = []
+    for model in models:
+        path = os.path.join(ROOT, model)
+        if not os.path.exists(path):
+            results.append({"model": model, "missing": True})
+            continue
+        log(f"networks: {model}: loading us and the peers")
+        workers = [Worker("ours", [os.path.join(build, "tools/bench/op-bench-model"), path,
+                                   "--serve", "--warmup", "3"])]
+        workers.append(Worker("onnxruntime", [VENV_PY, os.path.join(ROOT, "tools/bench/peer.py"),
+                                              "--engine", "ort", "--threads", str(threads), path]))
+        for dev in tinygrad_devs:
+            workers.append(Worker(f"tinygrad {dev}",
+                                  [VENV_PY, os.path.join(ROOT, "tools/bench/peer.py"),
+                                   "--engine", "tinygrad", path], env={"DEV": dev}))
+        for w in workers:
+            w.ready(timeout=None)
+        for r in range(rounds):
+            for w in workers:
+                w.run(per_round)
+        for w in workers:
+            w.close()
+        ours = workers[0]
+        row = {"model": model, "flops": ours.info.get("flops"), "peers": {}}
+        for w in workers:
+            if w.error or not w.times:
+                row["peers"][w.name] = {"error": w.error or "no runs"}
+            else:
+                med, p90 = median_p90(w.times)
+                row["peers"][w.name] = {"median": med, "p90": p90, "runs": len(w.times),
+                                        "load_ms": w.info.get("load_ms")}
+        row["arena_bytes"] = ours.info.get("arena_bytes")
+        row["intermediate_bytes"] = ours.info.get("intermediate_bytes")
+        results.append(row)
+    return results
+
+
+def startup(build, model, log):
+    """Load-to-ready time: nothing cached (ONNX import, code generation and every OpenCL
+    program built), everything cached (compiled model and program binaries on disk), and a
+    compiled .opm with the program binaries cached."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "XDG_CACHE_HOME": cache}
+        exe = os.path.join(build, "tools/bench/op-bench-model")
+        for label in ("ONNX, nothing cached", "ONNX, cached"):
+            log(f"start-up: {model}: {label}")
+            j = json.loads(sh([exe, os.path.join(ROOT, model), "--runs", "1", "--warmup", "0"],
+                              env=env))
+            out[label] = j["load_ms"]
+        opm = os.path.join(cache, "model.opm")
+        opc = os.path.join(build, "tools/opc/opc")
+        try:
+            sh([opc, "compile", os.path.join(ROOT, model), "-o", opm], env=env)
+            j = json.loads(sh([exe, opm, "--runs", "1", "--warmup", "0"], env=env))
+            out["compiled .opm, programs cached"] = j["load_ms"]
+        except Exception as e:
+            out["compiled .opm, programs cached"] = None
+            log(f"start-up: .opm not measured: {e}")
+    return out
+
+
+def messages(build, log):
+    """opmsgsink's serialization rate: parse, fill, frame and write three messages per frame."""
+    exe = os.path.join(build, "tests/messages/bench-msgsink")
+    rows = []
+    frames = 2000
+    with tempfile.TemporaryDirectory() as d:
+        for label, path in (("log to /dev/null", None), ("plain log", os.path.join(d, "rlog")),
+                            ("zstd log (level 10)", os.path.join(d, "rlog.zst"))):
+            log(f"messages: {label}")
+            out = sh([exe, path or "/dev/null", str(frames)])
+            ms = float(re.search(r"([\d.]+) ms per frame", out).group(1))
+            size = os.path.getsize(path) if path else None
+            rows.append((label, ms, 3 * 1000.0 / ms, size / (3 * frames) if size else None))
+    return rows
+
+
+def write_report(path, sections):
+    with open(path, "w") as f:
+        f.write("# Benchmarks\n\n")
+        f.write("Produced by `tools/bench/run.sh` (see the README); every figure comes from one "
+                "run of that command on the machine described below. Nothing here is typed by "
+                "hand: rerun the command to refresh it.\n\n")
+        for title, body in sections:
+            f.write(f"## {title}\n\n{body}\n\n")
+
+
+def fmt_ms(x):
+    return "—" if x is None else f"{x:.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
+    ap.add_argument("--quick", action="store_true", help="small models only, fewer runs")
+    ap.add_argument("--no-tinygrad", action="store_true")
+    a = ap.parse_args()
+    t_start = time.time()
+
+    def log(msg):
+        print(f"[{time.time() - t_start:6.0f}s] {msg}", file=sys.stderr, flush=True)
+
+    sections = []
+    m = machine(a.build)
+    threads = m["cores"]
+    sections.append(("Machine", "\n".join([
+        f"- CPU: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}",
+        f"- OpenCL: {m['opencl']} (driver {m['driver']})",
+        f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"])))
+
+    log("peak FMA throughput")
+    isa, pk = peak(a.build)
+    peak_all = pk[max(pk)]
+    sections.append(("Peak fp32 throughput (FMA loop)", "\n".join(
+        [f"Measured in this run with {isa}, 12 independent accumulators per thread.", "",
+         "| threads | GFLOP/s |", "|---|---|"] +
+        [f"| {t} | {g:.1f} |" for t, g in sorted(pk.items())])))
+
+    small = ["models/driving_vision_small.onnx", "models/driving_policy_small.onnx"]
+    full = ["models/full/driving_vision_full.onnx", "models/full/driving_policy_full.onnx"]
+    models = small if a.quick else small + full
+    tg = [] if a.no_tinygrad else ["CPU", "CL"]
+    rounds, per_round = (3, 3) if a.quick else (5, 4)
+    res = networks(a.build, models, rounds, per_round, threads, tg, log)
+    lines = [f"Batch 1, fp32 storage for ours, random inputs. {rounds} rounds × {per_round} runs "
+             f"per engine, engines interleaved round by round. onnxruntime on the CPU with "
+             f"{threads} threads; tinygrad {', '.join('DEV=' + d for d in tg) or '(skipped)'} "
+             f"with TinyJit. Ratio = our median / peer median.", "",
+             "| model | engine | median ms | p90 ms | GFLOP/s | % of peak | our time ÷ peer's |",
+             "|---|---|---|---|---|---|---|"]
+    for row in res:
+        if row.get("missing"):
+            lines.append(f"| {row['model']} | — | not present (generate with models/generate.py) "
+                         f"| | | | |")
+            continue
+        ours = row["peers"]["ours"].get("median")
+        for name, p in row["peers"].items():
+            if "error" in p:
+                lines.append(f"| {os.path.basename(row['model'])} | {name} | failed: "
+                             f"{p['error'][:80]} | | | | |")
+                continue
+            gf = row["flops"] / (p["median"] * 1e6) if row["flops"] else None
+            lines.append(f"| {os.path.basename(row['model'])} | {name} | {p['median']:.2f} | "
+                         f"{p['p90']:.2f} | {gf:.1f} | {100 * gf / peak_all:.1f}% | "
+                         f"{'—' if name == 'ours' else ratio(ours, p['median'])} |")
+    sections.append(("Networks", "\n".join(lines)))
+
+    mem = ["| model | FLOPs per run | arena bytes | sum of intermediates | arena ÷ sum |",
+           "|---|---|---|---|---|"]
+    for row in res:
+        if row.get("missing") or not row.get("arena_bytes"):
+            continue
+        mem.append(f"| {os.path.basename(row['model'])} | {row['flops']:,} | "
+                   f"{row['arena_bytes']:,} | {row['intermediate_bytes']:,} | "
+                   f"{row['arena_bytes'] / row['intermediate_bytes']:.2f} |")
+    sections.append(("Memory plan", "\n".join(mem)))
+
+    su = startup(a.build, small[0], log)
+    sections.append(("Start-up (load to ready, vision small)", "\n".join(
+        ["| from | ms |", "|---|---|"] + [f"| {k} | {fmt_ms(v)} |" for k, v in su.items()])))
+
+    log("warp")
+    warp = os.path.join(a.build, "tools/bench_warp/op-bench-warp")
+    if os.path.exists(warp):
+        out = sh([warp] + (["--iterations", "20"] if a.quick else []))
+        sections.append(("Warp (opwarp kernels vs OpenCV warpPerspective)", "```\n" + out.strip()
+                         + "\n```"))
+    else:
+        sections.append(("Warp", "not measured: op-bench-warp was not built (OpenCV missing)"))
+
+    if os.path.exists(os.path.join(a.build, "tests/messages/bench-msgsink")):
+        rows = messages(a.build, log)
+        sections.append(("Messages (opmsgsink)", "\n".join(
+            ["2,000 frames of a fixed raw output; three messages (modelV2, drivingModelData, "
+             "cameraOdometry) per frame.", "",
+             "| log | ms per frame | messages per second | bytes per message in the log |",
+             "|---|---|---|---|"] +
+            [f"| {l} | {ms:.3f} | {rate:,.0f} | {'—' if b is None else f'{b:,.0f}'} |"
+             for l, ms, rate, b in rows])))
+
+    write_report(a.out, sections)
+    print(open(a.out).read())
+    log(f"done, written to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

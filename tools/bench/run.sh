@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The benchmark command (not part of the test suite): sets up what the peers need, builds,
+# generates the full reference models if missing, runs tools/bench/run.py and writes
+# docs/benchmarks.md. About 15 minutes on a 2-core machine; --quick for the small models only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tools/setup-debian.sh
+# tinygrad's CPU backend compiles with clang; torch (Debian's) generates the full models.
+if ! command -v clang >/dev/null; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends clang
+fi
+tools/venv.sh --models
+.venv/bin/python3 -m pip install -q --disable-pip-version-check -r tools/bench/requirements.txt
+[ -f build/build.ninja ] || meson setup build
+ninja -C build
+if ! (cd models && sha256sum --quiet -c full.sha256 2>/dev/null); then
+  .venv/bin/python3 models/generate.py --size full --check
+fi
+exec .venv/bin/python3 tools/bench/run.py --build build "$@"
