@@ -641,3 +641,150 @@ TEST_F(OpVisionTest, ModelSwapWhilePlaying) {
 }
 
 }  // namespace
+
+// ---- the per-frame path: no device allocation, no compilation, no host wait ---------------
+//
+// The test executable exports these OpenCL entry points (export_dynamic), so the plugin's calls
+// resolve to them first; each counts the call when it comes from a thread other than the test's
+// own (the test's thread maps outputs, which legitimately waits) and forwards to the real one.
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <thread>
+
+namespace {
+
+std::atomic<int> g_allocs{0}, g_builds{0}, g_waits{0};
+std::atomic<bool> g_counting{false};
+std::thread::id g_test_thread;
+
+bool Counted() {
+  return g_counting.load() && std::this_thread::get_id() != g_test_thread;
+}
+
+template <typename F>
+F Real(const char *name) {
+  static_assert(sizeof(F) == sizeof(void *));
+  void *p = dlsym(RTLD_NEXT, name);
+  F f;
+  memcpy(&f, &p, sizeof(p));
+  return f;
+}
+
+}  // namespace
+
+extern "C" {
+
+CL_API_ENTRY cl_mem CL_API_CALL clCreateBuffer(cl_context c, cl_mem_flags f, size_t n, void *h,
+                                               cl_int *e) {
+  static auto real = Real<decltype(&clCreateBuffer)>("clCreateBuffer");
+  if (Counted())
+    g_allocs++;
+  return real(c, f, n, h, e);
+}
+
+CL_API_ENTRY cl_program CL_API_CALL clCreateProgramWithSource(cl_context c, cl_uint n,
+                                                              const char **s, const size_t *l,
+                                                              cl_int *e) {
+  static auto real = Real<decltype(&clCreateProgramWithSource)>("clCreateProgramWithSource");
+  if (Counted())
+    g_builds++;
+  return real(c, n, s, l, e);
+}
+
+CL_API_ENTRY cl_kernel CL_API_CALL clCreateKernel(cl_program p, const char *name, cl_int *e) {
+  static auto real = Real<decltype(&clCreateKernel)>("clCreateKernel");
+  if (Counted())
+    g_builds++;
+  return real(p, name, e);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clWaitForEvents(cl_uint n, const cl_event *l) {
+  static auto real = Real<decltype(&clWaitForEvents)>("clWaitForEvents");
+  if (Counted())
+    g_waits++;
+  return real(n, l);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue q) {
+  static auto real = Real<decltype(&clFinish)>("clFinish");
+  if (Counted())
+    g_waits++;
+  return real(q);
+}
+
+CL_API_ENTRY void *CL_API_CALL clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                                                  cl_map_flags f, size_t o, size_t n, cl_uint w,
+                                                  const cl_event *l, cl_event *ev, cl_int *e) {
+  static auto real = Real<decltype(&clEnqueueMapBuffer)>("clEnqueueMapBuffer");
+  if (Counted() && blocking)
+    g_waits++;
+  return real(q, m, blocking, f, o, n, w, l, ev, e);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                                                    size_t o, size_t n, void *p, cl_uint w,
+                                                    const cl_event *l, cl_event *ev) {
+  static auto real = Real<decltype(&clEnqueueReadBuffer)>("clEnqueueReadBuffer");
+  if (Counted() && blocking)
+    g_waits++;
+  return real(q, m, blocking, o, n, p, w, l, ev);
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking,
+                                                     size_t o, size_t n, const void *p, cl_uint w,
+                                                     const cl_event *l, cl_event *ev) {
+  static auto real = Real<decltype(&clEnqueueWriteBuffer)>("clEnqueueWriteBuffer");
+  if (Counted() && blocking)
+    g_waits++;
+  return real(q, m, blocking, o, n, p, w, l, ev);
+}
+
+}  // extern "C"
+
+namespace {
+
+// After a few frames of warm-up (pools filled, staging buffers made), frames go through both
+// elements, and through the combined network, without a device allocation, a program or kernel
+// creation, or a host wait on their streaming threads.
+TEST_F(OpVisionTest, SteadyStateAllocatesNothingAndNeverWaits) {
+  g_test_thread = std::this_thread::get_id();
+  for (const char *mode : {"split", "combined"}) {
+    const bool split = std::string(mode) == "split";
+    Pipeline pl(
+        Sources(true) + "opvision name=v precision=fp32 model=" +
+        Model(split ? "driving_vision_small.onnx" : "driving_supercombo_small.onnx") +
+        (split ? " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx")
+               : std::string()) +
+        " ! " + kSink);
+    ASSERT_TRUE(pl.road && pl.wide && pl.vision);
+    ASSERT_TRUE(pl.Play());
+    auto bytes = RandomCamera(77);
+    g_allocs = g_builds = g_waits = 0;
+    g_counting = true;
+    int warmup_allocs = 0;
+    for (int k = 0; k < 12; k++) {
+      if (k == 4) {
+        // Warm-up made the output pools and the upload buffers on the streaming thread: seeing
+        // them proves the wrappers are interposed on the plugin's calls.
+        warmup_allocs = g_allocs.exchange(0);
+        g_builds = g_waits = 0;
+      }
+      if (k == 6)  // a desire change is a property write, not device work
+        g_object_set(split ? pl.policy : pl.vision, "desire", 3, nullptr);
+      Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+      Pipeline::Push(pl.wide, CameraBuffer(bytes, k * kFrame, k, true));
+      GstBuffer *out = pl.Pull();
+      ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+      gst_buffer_unref(out);
+    }
+    g_counting = false;
+    EXPECT_GE(warmup_allocs, 1) << mode << ": the counting wrappers are not interposed";
+    EXPECT_EQ(g_allocs.load(), 0) << mode;
+    EXPECT_EQ(g_builds.load(), 0) << mode;
+    EXPECT_EQ(g_waits.load(), 0) << mode;
+  }
+}
+
+}  // namespace
