@@ -371,6 +371,22 @@ TEST_F(OpWarpTest, IntrinsicsMakeAnySizeWork) {
   gst_buffer_unref(out);
 }
 
+TEST_F(OpWarpTest, WideCameraAloneFeedsImg) {
+  // With only the wide camera, img is made from it: wide intrinsics, medmodel frame.
+  Make("opwarp model-input=img camera=wide device-type=tizi rpy=0,0.02,-0.01");
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  const std::vector<uint8_t> frame = RandomBytes(l.MinBytes(), 15);
+  ASSERT_EQ(gst_harness_push(h, Wrap(frame, 0)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  EXPECT_EQ(Diff(Bytes(out), kFrameTensorBytes,
+                 Expected(frame, l, CameraIntrinsics(DeviceType::kTizi, CameraRole::kWide),
+                          ModelFrame::kMedmodel, {0, 0.02, -0.01})),
+            "");
+  gst_buffer_unref(out);
+}
+
 TEST_F(OpWarpTest, WrongPresetForTheFrameSizeFailsNegotiation) {
   Make("opwarp device-type=mici");
   gst_harness_set_src_caps_str(h, kTiciCaps);
