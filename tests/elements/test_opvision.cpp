@@ -788,3 +788,68 @@ TEST_F(OpVisionTest, SteadyStateAllocatesNothingAndNeverWaits) {
 }
 
 }  // namespace
+
+namespace {
+
+// A QoS event saying downstream is a second late: frames that cannot make it are dropped before
+// any device work, and frames after the earliest time run again.
+TEST_F(OpVisionTest, QosDropsLateFramesBeforeRunningThem) {
+  Pipeline pl(VisionOnly(false));
+  ASSERT_TRUE(pl.road && pl.vision);
+  ASSERT_TRUE(pl.Play());
+  auto bytes = RandomCamera(12);
+  Pipeline::Push(pl.road, CameraBuffer(bytes, 0, -1, false));
+  GstBuffer *out = pl.Pull();
+  ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+  gst_buffer_unref(out);
+  GstPad *src = gst_element_get_static_pad(pl.vision, "src");
+  ASSERT_TRUE(gst_pad_send_event(
+      src, gst_event_new_qos(GST_QOS_TYPE_UNDERFLOW, 1.0, GST_SECOND, 0)));  // earliest: 2 s
+  gst_object_unref(src);
+  for (int k = 1; k <= 3; k++)
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, -1, false));
+  Pipeline::Push(pl.road, CameraBuffer(bytes, 3 * GST_SECOND, -1, false));
+  Pipeline::EndOfStream(pl.road);
+  std::vector<GstClockTime> pts;
+  while (GstBuffer *b = pl.Pull()) {
+    pts.push_back(GST_BUFFER_PTS(b));
+    gst_buffer_unref(b);
+  }
+  EXPECT_EQ(pts, (std::vector<GstClockTime>{3 * GST_SECOND}));
+  EXPECT_EQ(pl.Stat(pl.vision, "qos-dropped"), 3u);
+  EXPECT_EQ(pl.Stat(pl.vision, "frames"), 2u);
+}
+
+// A latency query through both elements includes what they measured per frame.
+TEST_F(OpVisionTest, LatencyQueryAddsTheMeasuredTime) {
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  auto bytes = RandomCamera(13);
+  for (int k = 0; k < 4; k++) {
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out);
+    gst_buffer_unref(out);
+  }
+  gdouble vision_ms = 0, policy_ms = 0;
+  g_object_get(pl.vision, "max-time", &vision_ms, nullptr);
+  g_object_get(pl.policy, "max-time", &policy_ms, nullptr);
+  ASSERT_GT(vision_ms, 0.0);
+  ASSERT_GT(policy_ms, 0.0);
+  GstPad *sinkpad = gst_element_get_static_pad(pl.sink, "sink");
+  GstQuery *q = gst_query_new_latency();
+  ASSERT_TRUE(gst_pad_peer_query(sinkpad, q));
+  GstClockTime min = 0, max = 0;
+  gboolean live = FALSE;
+  gst_query_parse_latency(q, &live, &min, &max);
+  gst_query_unref(q);
+  gst_object_unref(sinkpad);
+  // Measured times only grow, so what the query saw is at least what was read before it.
+  EXPECT_GE(min, GstClockTime((vision_ms + policy_ms) * GST_MSECOND) - 2) << min;
+}
+
+}  // namespace
