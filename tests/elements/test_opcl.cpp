@@ -235,6 +235,34 @@ TEST_F(OpCl, TwoElementsInOnePipelineShareOneContext) {
   gst_object_unref(p);
 }
 
+TEST_F(OpCl, DifferentStringsForTheSameDeviceShareAndOthersFail) {
+  // "cpu" and "0:0" name the same device only where the first device is the CPU (PoCL).
+  auto first = op::cl::SelectDevice("0:0"), cpu = op::cl::SelectDevice("cpu");
+  if (!first.ok() || !cpu.ok() || first->info.device != cpu->info.device)
+    GTEST_SKIP() << "needs the CPU device at 0:0";
+  GstElement *p = Parse(std::string("videotestsrc num-buffers=2 ! ") + kNv12Caps +
+                        " ! opclupload name=u device=cpu ! opcldownload name=d device=0:0 ! "
+                        "fakesink");
+  ASSERT_NE(p, nullptr);
+  gst_element_set_state(p, GST_STATE_PAUSED);
+  ASSERT_EQ(gst_element_get_state(p, nullptr, nullptr, 30 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  GstElement *u = ByName(p, "u"), *d = ByName(p, "d");
+  EXPECT_EQ(gst_op_base_filter_get_context(GST_OP_BASE_FILTER(u)),
+            gst_op_base_filter_get_context(GST_OP_BASE_FILTER(d)));
+  gst_object_unref(u);
+  gst_object_unref(d);
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+
+  // A downstream element whose device does not exist must not take the upstream context.
+  p = Parse(std::string("videotestsrc num-buffers=2 ! ") + kNv12Caps +
+            " ! opclupload device=cpu ! opcldownload device=no-such-device-xyz ! fakesink");
+  Outcome run = PlayToEnd(p);
+  EXPECT_FALSE(run.eos);
+  EXPECT_NE(run.error.find("no-such-device-xyz"), std::string::npos) << run.error;
+  gst_object_unref(p);
+}
+
 TEST_F(OpCl, NegotiatesWithAndWithoutOpClMemory) {
   struct Case {
     const char *between;

@@ -311,6 +311,42 @@ TEST_F(Op, HostMapWaitsForTheLastWritersEvent) {
   gst_memory_unref(mem);
 }
 
+TEST_F(Op, CopyWaitsForTheWriterOnTheDeviceNotTheHost) {
+  const size_t n = 1 << 16;
+  GstMemory *mem = Alloc(n);
+  Fill(mem, std::vector<guint8>(n, 0));
+  const auto &device = gst_op_context_get_device(ctx_);
+  auto other = op::cl::Queue::Create(*device);
+  ASSERT_TRUE(other.ok());
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  GstMapInfo cl_map;
+  ASSERT_TRUE(gst_op_memory_map_cl(mem, &cl_map, GST_MAP_WRITE));
+  auto bytes = Pattern(n, 8);
+  auto written =
+      other->Write(gst_op_map_info_get_cl_mem(&cl_map), 0, n, bytes.data(), {gate.get()});
+  ASSERT_TRUE(written.ok());
+  ASSERT_TRUE(other->Flush().ok());
+  gst_op_memory_set_write_event(mem, written->get());
+  gst_memory_unmap(mem, &cl_map);
+
+  // The copy is only enqueued: it returns while the writer still waits for the gate.
+  GstMemory *copy = gst_memory_copy(mem, 0, -1);
+  ASSERT_NE(copy, nullptr);
+  op::cl::EventHandle copy_event = gst_op_memory_get_write_event(copy);
+  ASSERT_TRUE(copy_event);
+  cl_int status = CL_COMPLETE;
+  ASSERT_EQ(clGetEventInfo(copy_event.get(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status),
+                           &status, nullptr),
+            CL_SUCCESS);
+  EXPECT_NE(status, CL_COMPLETE) << "the copy ran before its source was written";
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  EXPECT_EQ(Read(copy), bytes);
+  gst_memory_unref(copy);
+  gst_memory_unref(mem);
+}
+
 // ---- pools ---------------------------------------------------------------------------------
 
 static GstCaps *Nv12Caps(int w, int h) {
