@@ -416,6 +416,156 @@ bool ChainOp(OpKind op) {
 
 }  // namespace
 
+namespace {
+
+// The single node reading `t` (and nothing else reading it), or -1.
+int SoleConsumer(const Graph &g, TensorId t) {
+  if (IsGraphOutput(g, t))
+    return -1;
+  int uses = 0, at = -1;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (TensorId i : g.nodes[k].inputs)
+      if (i == t) {
+        ++uses;
+        at = static_cast<int>(k);
+      }
+  return uses == 1 ? at : -1;
+}
+
+// The other input of a binary node given one of them.
+TensorId Other(const Node &n, TensorId t) {
+  return n.inputs[0] == t ? n.inputs[1] : n.inputs[0];
+}
+
+}  // namespace
+
+Status FuseLayerNormalization(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node &r1 = graph.nodes[k];
+    if (r1.op != OpKind::kReduceMean || r1.outputs.size() != 1)
+      continue;
+    const TensorId x = r1.inputs[0];
+    const Tensor &xt = graph.tensor(x);
+    if (!IsFloat(xt.dtype))
+      continue;
+    std::vector<const Tensor *> rin;
+    for (TensorId id : r1.inputs)
+      rin.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
+    auto rp = GetReduceParams(r1, rin);
+    if (!rp.ok() || !rp->keepdims || rp->axes.empty())
+      continue;
+    // The reduced axes must be the trailing ones: LayerNormalization normalises [axis, rank).
+    const int64_t rank = static_cast<int64_t>(xt.shape.rank());
+    const int64_t axis = rp->axes.front();
+    bool trailing = rp->axes.back() == rank - 1;
+    for (size_t i = 0; i < rp->axes.size(); ++i)
+      trailing = trailing && rp->axes[i] == axis + static_cast<int64_t>(i);
+    if (!trailing)
+      continue;
+    // mean → Sub(x, mean) → d; d feeds Pow(d, 2) (or Mul(d, d)) and Div(d, ·).
+    const TensorId mean = r1.outputs[0];
+    const int s = SoleConsumer(graph, mean);
+    if (s < 0 || graph.nodes[static_cast<size_t>(s)].op != OpKind::kSub ||
+        graph.nodes[static_cast<size_t>(s)].inputs[0] != x)
+      continue;
+    const TensorId d = graph.nodes[static_cast<size_t>(s)].outputs[0];
+    int sq = -1, div = -1, uses = 0;
+    for (size_t j = 0; j < graph.nodes.size(); ++j) {
+      const Node &n = graph.nodes[j];
+      const int reads = static_cast<int>(std::count(n.inputs.begin(), n.inputs.end(), d));
+      if (!reads)
+        continue;
+      uses += reads;
+      if (n.op == OpKind::kPow && n.inputs[0] == d && IsScalarConstant(graph.tensor(n.inputs[1])) &&
+          ScalarValue(graph.tensor(n.inputs[1])) == 2.0)
+        sq = static_cast<int>(j);
+      else if (n.op == OpKind::kMul && n.inputs[0] == d && n.inputs[1] == d)
+        sq = static_cast<int>(j);
+      else if (n.op == OpKind::kDiv && n.inputs[0] == d)
+        div = static_cast<int>(j);
+    }
+    const bool mul_square = sq >= 0 && graph.nodes[static_cast<size_t>(sq)].op == OpKind::kMul;
+    if (sq < 0 || div < 0 || IsGraphOutput(graph, d) || uses != (mul_square ? 3 : 2))
+      continue;
+    // Pow → ReduceMean (same axes) → Add(eps) → Sqrt → the Div's divisor.
+    const int r2 = SoleConsumer(graph, graph.nodes[static_cast<size_t>(sq)].outputs[0]);
+    if (r2 < 0 || graph.nodes[static_cast<size_t>(r2)].op != OpKind::kReduceMean)
+      continue;
+    std::vector<const Tensor *> r2in;
+    for (TensorId id : graph.nodes[static_cast<size_t>(r2)].inputs)
+      r2in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
+    auto rp2 = GetReduceParams(graph.nodes[static_cast<size_t>(r2)], r2in);
+    if (!rp2.ok() || rp2->axes != rp->axes || !rp2->keepdims)
+      continue;
+    const TensorId var = graph.nodes[static_cast<size_t>(r2)].outputs[0];
+    const int add = SoleConsumer(graph, var);
+    if (add < 0 || graph.nodes[static_cast<size_t>(add)].op != OpKind::kAdd)
+      continue;
+    const Tensor &eps_t = graph.tensor(Other(graph.nodes[static_cast<size_t>(add)], var));
+    if (!IsScalarConstant(eps_t))
+      continue;
+    const double eps = ScalarValue(eps_t);
+    const int root = SoleConsumer(graph, graph.nodes[static_cast<size_t>(add)].outputs[0]);
+    if (root < 0 || graph.nodes[static_cast<size_t>(root)].op != OpKind::kSqrt)
+      continue;
+    const TensorId sd = graph.nodes[static_cast<size_t>(root)].outputs[0];
+    if (SoleConsumer(graph, sd) != div || graph.nodes[static_cast<size_t>(div)].inputs[1] != sd)
+      continue;
+    std::vector<int> absorbed{static_cast<int>(k), s, sq, r2, add, root, div};
+    TensorId cur = graph.nodes[static_cast<size_t>(div)].outputs[0];
+    // Optional affine tail: Mul by a constant scale, then Add a constant bias.
+    Shape norm(std::vector<int64_t>(xt.shape.dims.begin() + axis, xt.shape.dims.end()));
+    auto fits = [&](const Tensor &t) {
+      if (!t.is_constant() || t.dtype != xt.dtype || t.shape.rank() > norm.rank())
+        return false;
+      auto b = BroadcastShapes(t.shape, norm);
+      return b.ok() && *b == norm;
+    };
+    TensorId scale = kNoTensor, bias = kNoTensor;
+    int next = SoleConsumer(graph, cur);
+    if (next >= 0 && graph.nodes[static_cast<size_t>(next)].op == OpKind::kMul &&
+        fits(graph.tensor(Other(graph.nodes[static_cast<size_t>(next)], cur)))) {
+      scale = Other(graph.nodes[static_cast<size_t>(next)], cur);
+      absorbed.push_back(next);
+      cur = graph.nodes[static_cast<size_t>(next)].outputs[0];
+      next = SoleConsumer(graph, cur);
+      if (next >= 0 && graph.nodes[static_cast<size_t>(next)].op == OpKind::kAdd &&
+          fits(graph.tensor(Other(graph.nodes[static_cast<size_t>(next)], cur)))) {
+        bias = Other(graph.nodes[static_cast<size_t>(next)], cur);
+        absorbed.push_back(next);
+        cur = graph.nodes[static_cast<size_t>(next)].outputs[0];
+      }
+    }
+    if (graph.tensor(cur).shape != xt.shape || graph.tensor(cur).dtype != xt.dtype)
+      continue;
+    if (scale == kNoTensor) {
+      // LayerNormalization needs a scale: ones over the normalised dims.
+      Tensor ones = ref::FromDoubles(
+          xt.dtype, norm, std::vector<double>(static_cast<size_t>(norm.NumElements()), 1.0));
+      ones.name = graph.UniqueName(xt.name + "_ln_scale");
+      scale = graph.AddTensor(std::move(ones));
+    }
+    Node ln;
+    ln.op = OpKind::kLayerNormalization;
+    ln.name = r1.name.empty() ? graph.tensor(cur).name + "_layernorm" : r1.name;
+    ln.opset = 17;
+    ln.inputs = {x, scale};
+    if (bias != kNoTensor)
+      ln.inputs.push_back(bias);
+    ln.outputs = {cur};
+    ln.attrs.Set("axis", axis);
+    ln.attrs.Set("epsilon", static_cast<float>(eps));
+    const int last = *std::max_element(absorbed.begin(), absorbed.end());
+    graph.nodes[static_cast<size_t>(last)] = ln;
+    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
+    for (int a : absorbed)
+      if (a != last)
+        graph.nodes.erase(graph.nodes.begin() + a);
+    k = static_cast<size_t>(-1);  // indices moved; start over (rare, cheap)
+  }
+  return Status::Ok();
+}
+
 Status FuseElementwiseChains(Graph &graph) {
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const Node head = graph.nodes[k];
@@ -536,6 +686,7 @@ Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
   OP_RETURN_IF_ERROR(RemoveCastPairs(graph));
   if (options.fuse) {
     OP_RETURN_IF_ERROR(FoldBatchNormIntoConv(graph));
+    OP_RETURN_IF_ERROR(FuseLayerNormalization(graph));
     OP_RETURN_IF_ERROR(FuseConvGemm(graph));
     OP_RETURN_IF_ERROR(FuseElementwiseChains(graph));
   }

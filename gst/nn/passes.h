@@ -17,6 +17,9 @@ Status RemoveIdentities(Graph &graph);
 Status RemoveCastPairs(Graph &graph);
 // BatchNormalization after a Conv (constant weights) → new Conv weights and bias.
 Status FoldBatchNormIntoConv(Graph &graph);
+// LayerNorm written out (ReduceMean, Sub, Pow 2 or Mul, ReduceMean, Add eps, Sqrt, Div, then
+// an optional constant Mul and Add) → LayerNormalization (older exports lack the op).
+Status FuseLayerNormalization(Graph &graph);
 // Conv/Gemm/MatMul + bias Add + activation + residual Add → FusedConv / FusedGemm.
 Status FuseConvGemm(Graph &graph);
 // Runs of elementwise Unary/Binary ops on one value → ElementwiseChain.

@@ -405,3 +405,47 @@ TEST(Passes, ReferenceModelsKeepTheirOutputsAfterOptimizeGraph) {
                 opt.nodes.size(), err, scale);
   }
 }
+
+// LayerNorm written out, as exporters before opset 17 do, with Pow or Mul for the square.
+TEST(Passes, DecomposedLayerNormBecomesOneNode) {
+  for (bool use_mul : {false, true}) {
+    Builder b;
+    TensorId x = b.Input("x", Shape{3, 13, 127});
+    Attributes ax;
+    ax.Set("axes", std::vector<int64_t>{-1});
+    TensorId mean = b.Add(OpKind::kReduceMean, {x}, "mean", ax);
+    TensorId d = b.Add(OpKind::kSub, {x, mean}, "d");
+    TensorId sq = use_mul ? b.Add(OpKind::kMul, {d, d}, "sq")
+                          : b.Add(OpKind::kPow, {d, b.Scalar("two", 2)}, "sq");
+    TensorId var = b.Add(OpKind::kReduceMean, {sq}, "var", ax);
+    TensorId ve = b.Add(OpKind::kAdd, {var, b.Scalar("eps", 1e-5f)}, "ve");
+    TensorId sd = b.Add(OpKind::kSqrt, {ve}, "sd");
+    TensorId nrm = b.Add(OpKind::kDiv, {d, sd}, "nrm");
+    TensorId sc = b.Add(OpKind::kMul, {nrm, b.Const("scale", Shape{127})}, "sc");
+    TensorId y = b.Add(OpKind::kAdd, {sc, b.Const("bias", Shape{127})}, "y");
+    b.Output(y);
+    // The decomposition rounds to float32 after each op; the fused op normalises in double.
+    Graph after = CheckSame(b, FuseLayerNormalization, 1e-5, 1e-5);
+    ASSERT_EQ(after.nodes.size(), 1u) << "use_mul " << use_mul;
+    EXPECT_EQ(after.nodes[0].op, OpKind::kLayerNormalization);
+    EXPECT_EQ(after.nodes[0].inputs.size(), 3u);
+    EXPECT_FLOAT_EQ(after.nodes[0].attrs.Float("epsilon"), 1e-5f);
+  }
+}
+
+TEST(Passes, ReduceOverLeadingAxesIsNotALayerNorm) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{3, 13});
+  Attributes ax;
+  ax.Set("axes", std::vector<int64_t>{0});
+  TensorId mean = b.Add(OpKind::kReduceMean, {x}, "mean", ax);
+  TensorId d = b.Add(OpKind::kSub, {x, mean}, "d");
+  TensorId sq = b.Add(OpKind::kMul, {d, d}, "sq");
+  TensorId var = b.Add(OpKind::kReduceMean, {sq}, "var", ax);
+  TensorId ve = b.Add(OpKind::kAdd, {var, b.Scalar("eps", 1e-5f)}, "ve");
+  TensorId sd = b.Add(OpKind::kSqrt, {ve}, "sd");
+  TensorId y = b.Add(OpKind::kDiv, {d, sd}, "y");
+  b.Output(y);
+  Graph after = CheckSame(b, FuseLayerNormalization, 0, 0);
+  EXPECT_EQ(Count(after, OpKind::kLayerNormalization), 0);
+}
