@@ -538,6 +538,25 @@ Status FuseLayerNormalization(Graph &graph) {
     }
     if (graph.tensor(cur).shape != xt.shape || graph.tensor(cur).dtype != xt.dtype)
       continue;
+    // Scale and bias are materialised over the normalised dims, so a kernel can index them
+    // directly ((1,127) or a scalar become (127)).
+    auto full = [&](TensorId id, const char *what) {
+      const Tensor &t = graph.tensor(id);
+      if (t.shape == norm)
+        return id;
+      const std::vector<double> v = ref::ToDoubles(t);
+      const std::vector<int64_t> offs = ref::BroadcastOffsets(t.shape, norm);
+      std::vector<double> e(offs.size());
+      for (size_t i = 0; i < offs.size(); ++i)
+        e[i] = v[static_cast<size_t>(offs[i])];
+      Tensor f = ref::FromDoubles(t.dtype, norm, e);
+      f.name = graph.UniqueName(t.name + "_" + what);
+      return graph.AddTensor(std::move(f));
+    };
+    if (scale != kNoTensor)
+      scale = full(scale, "ln_scale");
+    if (bias != kNoTensor)
+      bias = full(bias, "ln_bias");
     if (scale == kNoTensor) {
       // LayerNormalization needs a scale: ones over the normalised dims.
       Tensor ones = ref::FromDoubles(

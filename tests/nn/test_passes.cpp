@@ -421,7 +421,7 @@ TEST(Passes, DecomposedLayerNormBecomesOneNode) {
     TensorId ve = b.Add(OpKind::kAdd, {var, b.Scalar("eps", 1e-5f)}, "ve");
     TensorId sd = b.Add(OpKind::kSqrt, {ve}, "sd");
     TensorId nrm = b.Add(OpKind::kDiv, {d, sd}, "nrm");
-    TensorId sc = b.Add(OpKind::kMul, {nrm, b.Const("scale", Shape{127})}, "sc");
+    TensorId sc = b.Add(OpKind::kMul, {nrm, b.Const("scale", Shape{1, 127})}, "sc");
     TensorId y = b.Add(OpKind::kAdd, {sc, b.Const("bias", Shape{127})}, "y");
     b.Output(y);
     // The decomposition rounds to float32 after each op; the fused op normalises in double.
@@ -429,6 +429,7 @@ TEST(Passes, DecomposedLayerNormBecomesOneNode) {
     ASSERT_EQ(after.nodes.size(), 1u) << "use_mul " << use_mul;
     EXPECT_EQ(after.nodes[0].op, OpKind::kLayerNormalization);
     EXPECT_EQ(after.nodes[0].inputs.size(), 3u);
+    EXPECT_EQ(after.tensor(after.nodes[0].inputs[1]).shape, (Shape{127}));  // scale made (127)
     EXPECT_FLOAT_EQ(after.nodes[0].attrs.Float("epsilon"), 1e-5f);
   }
 }
