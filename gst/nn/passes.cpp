@@ -515,10 +515,20 @@ Status FuseLayerNormalization(Graph &graph) {
     TensorId cur = graph.nodes[static_cast<size_t>(div)].outputs[0];
     // Optional affine tail: Mul by a constant scale, then Add a constant bias.
     Shape norm(std::vector<int64_t>(xt.shape.dims.begin() + axis, xt.shape.dims.end()));
+    // A constant that broadcasts onto the normalised dims only ((127), (1,127), (1,1,127)).
+    auto trimmed = [&](const Tensor &t) {
+      Shape ts = t.shape;
+      while (ts.rank() > norm.rank() && ts[0] == 1)
+        ts.dims.erase(ts.dims.begin());
+      return ts;
+    };
     auto fits = [&](const Tensor &t) {
-      if (!t.is_constant() || t.dtype != xt.dtype || t.shape.rank() > norm.rank())
+      if (!t.is_constant() || t.dtype != xt.dtype)
         return false;
-      auto b = BroadcastShapes(t.shape, norm);
+      const Shape ts = trimmed(t);
+      if (ts.rank() > norm.rank())
+        return false;
+      auto b = BroadcastShapes(ts, norm);
       return b.ok() && *b == norm;
     };
     TensorId scale = kNoTensor, bias = kNoTensor;
@@ -545,7 +555,7 @@ Status FuseLayerNormalization(Graph &graph) {
       if (t.shape == norm)
         return id;
       const std::vector<double> v = ref::ToDoubles(t);
-      const std::vector<int64_t> offs = ref::BroadcastOffsets(t.shape, norm);
+      const std::vector<int64_t> offs = ref::BroadcastOffsets(trimmed(t), norm);
       std::vector<double> e(offs.size());
       for (size_t i = 0; i < offs.size(); ++i)
         e[i] = v[static_cast<size_t>(offs[i])];
