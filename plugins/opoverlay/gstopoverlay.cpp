@@ -12,9 +12,10 @@
  * - `video` (always): packed 4-byte RGB video in system memory (BGRx, BGRA, RGBx, RGBA, xRGB,
  *   xBGR, ARGB, ABGR); the road camera frames the model ran on, any stride (GstVideoMeta).
  * - `model` (request): the network outputs, `application/x-op-tensors` with `slices`, as
- *   oppolicy (or opvision with a combined network) produces them, in system or OpenCL memory
- *   (mapped for reading). The slices are decoded with gst/drive's OutputParser; any of `plan`,
- *   `lane_lines` (+ `lane_lines_prob`), `road_edges`, `lead` (+ `lead_prob`) present is drawn.
+ *   oppolicy (or opvision with a combined network) produces them, in system memory: put
+ *   opcldownload in front when the outputs also go to opmsgsink through a tee. The slices are
+ *   decoded with gst/drive's OutputParser; any of `plan`, `lane_lines` (+ `lane_lines_prob`),
+ *   `road_edges`, `lead` (+ `lead_prob`) present is drawn.
  * - `src`: the same video with the drawing in it.
  *
  * Pairing: a video frame is drawn with the model output of the same PTS (within half a frame).
@@ -29,7 +30,7 @@
  * gst-launch-1.0 filesrc location=fcamera.hevc ! h265parse ! avdec_h265 ! tee name=t \
  *     t. ! queue ! videoconvert ! video/x-raw,format=NV12 ! opwarp rpy=0,0.02,-0.01 ! \
  *       opvision model=models/driving_vision_small.onnx ! \
- *       oppolicy model=models/driving_policy_small.onnx ! o.model \
+ *       oppolicy model=models/driving_policy_small.onnx ! opcldownload ! o.model \
  *     t. ! queue max-size-bytes=0 ! videoconvert ! video/x-raw,format=BGRx ! o.video \
  *     opoverlay name=o rpy=0,0.02,-0.01 ! videoconvert ! autovideosink
  * ]|
@@ -75,13 +76,14 @@ using op::drive::DeviceType;
 using op::overlay::Colour;
 
 #define VIDEO_CAPS GST_VIDEO_CAPS_MAKE("{ BGRx, BGRA, RGBx, RGBA, xRGB, xBGR, ARGB, ABGR }")
-#define TENSOR_CAPS \
-  GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL "); " GST_OP_TENSOR_CAPS_NAME
 
 static GstStaticPadTemplate video_template =
     GST_STATIC_PAD_TEMPLATE("video", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(VIDEO_CAPS));
-static GstStaticPadTemplate model_template =
-    GST_STATIC_PAD_TEMPLATE("model", GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS(TENSOR_CAPS));
+// System memory only: the outputs are read on the host, and reading them through a copy
+// (opcldownload) rather than a host map keeps this thread from mapping OpenCL buffers that
+// opmsgsink maps at the same time on another branch of a tee.
+static GstStaticPadTemplate model_template = GST_STATIC_PAD_TEMPLATE(
+    "model", GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS(GST_OP_TENSOR_CAPS_NAME));
 static GstStaticPadTemplate src_template =
     GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(VIDEO_CAPS));
 
@@ -522,7 +524,7 @@ static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::P
   for (size_t i = 0; i < tensors.size(); i++) {
     GstMemory *mem = gst_buffer_peek_memory(buffer, i);
     GstMapInfo map;
-    // An ordinary map also works on OpenCL memory: it waits for the device's last writer.
+    // Memory of the OpenCL allocator still maps (waiting for the device's last writer).
     if (!gst_memory_map(mem, &map, GST_MAP_READ)) {
       GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not read a model output tensor."),
                         ("mapping tensor \"%s\" failed", tensors[i].name.c_str()));

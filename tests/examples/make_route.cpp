@@ -28,7 +28,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   for (const char *name : {"fcamera.hevc", "ecamera.hevc"}) {
-    const std::string target = drive + "/" + name, link = route + "/" + name;
+    // An absolute target, so the link works from wherever the route folder is.
+    char *real = realpath((drive + "/" + name).c_str(), nullptr);
+    if (!real) {
+      std::perror(("make_route: " + drive + "/" + name).c_str());
+      return 1;
+    }
+    const std::string target = real, link = route + "/" + name;
+    std::free(real);
     unlink(link.c_str());
     if (symlink(target.c_str(), link.c_str()) != 0) {
       std::perror(("make_route: " + link).c_str());

@@ -151,6 +151,7 @@ struct CameraFeed {
   guint64 max_frames = 0;
   bool ended = false;
   std::vector<std::string> *report = nullptr;  // "frame N: rpy" lines, road camera only
+  int width = 0, height = 0;                   // of the decoded frames
 };
 
 GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
@@ -163,6 +164,16 @@ GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
     feed->ended = true;
     gst_pad_push_event(pad, gst_event_new_eos());
     return GST_PAD_PROBE_DROP;
+  }
+  if (feed->width == 0) {
+    GstCaps *caps = gst_pad_get_current_caps(pad);
+    GstVideoInfo vi;
+    if (caps && gst_video_info_from_caps(&vi, caps)) {
+      feed->width = GST_VIDEO_INFO_WIDTH(&vi);
+      feed->height = GST_VIDEO_INFO_HEIGHT(&vi);
+    }
+    if (caps)
+      gst_caps_unref(caps);
   }
   const GstClockTime pts = GST_BUFFER_PTS(buf);
   while (feed->changes && feed->next < feed->changes->size() && GST_CLOCK_TIME_IS_VALID(pts) &&
@@ -526,8 +537,11 @@ int main(int argc, char **argv) {
        "timestamps=stream location=" +
        Quote(rlog) + " ";
   if (o.video) {
-    // The video waits in its queue for the model's output of the same frame.
-    d += "model_tee. ! queue ! overlay.model ";
+    // The video waits in its queue for the model's output of the same frame. The outputs are
+    // copied to system memory for the overlay rather than mapped: opmsgsink maps the same
+    // OpenCL buffers from its own thread, and two threads host-mapping one buffer at once
+    // crashed on PoCL.
+    d += "model_tee. ! queue ! opcldownload" + dev + " ! overlay.model ";
     d += "road_tee. ! queue max-size-buffers=64 max-size-bytes=0 max-size-time=0 ! videoconvert "
          "! video/x-raw,format=BGRx ! overlay.video ";
     d += "opoverlay name=overlay";
@@ -623,6 +637,13 @@ int main(int argc, char **argv) {
                                     .c_str());
   for (const std::string &line : calibration_report)
     std::printf("                   %s\n", line.c_str());
+  if (run.road.width > 0) {
+    // The elements choose the presets the same way (device-type=auto).
+    auto type = op::drive::DeviceTypeFromFrameSize(run.road.width, run.road.height);
+    std::printf("  camera           %dx%d: %s\n", run.road.width, run.road.height,
+                type.ok() ? (std::string(op::drive::DeviceTypeName(*type)) + " presets").c_str()
+                          : "no preset (the elements need intrinsics)");
+  }
   std::printf("  frames in        %" G_GUINT64_FORMAT " road", run.road.frames);
   if (two_cameras)
     std::printf(", %" G_GUINT64_FORMAT " wide", run.wide.frames);
