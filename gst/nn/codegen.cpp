@@ -212,6 +212,11 @@ uint64_t CeilDiv(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
 
+// Texels per row of a weight image holding `elements` values, four per RGBA texel.
+int64_t ImageWidth(int64_t elements) {
+  return std::min<int64_t>(std::max<int64_t>((elements + 3) / 4, 1), 2048);
+}
+
 // Spatial geometry of Conv, ConvTranspose and pooling, 1D and 2D (1D as H = 1).
 struct Window {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0, ph_end = 0, pw_end = 0;
@@ -315,6 +320,11 @@ Status LowerConv(Emitter &e, const Node &node) {
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("OWB", owb);
+  // Constant weights of float type go through the texture cache where the profile asks.
+  bool image = e.opt.image_weights && e.T(e.Root(w)).is_constant() && IsFloat(e.T(w).dtype);
+  d.Int("W_IMAGE", image);
+  if (image)
+    d.Int("IMG_W", ImageWidth(Product(wd)));
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !split_epilogue);
   d.Int("RES_AFTER", res_after);
   if (b != kNoTensor)
@@ -329,7 +339,10 @@ Status LowerConv(Emitter &e, const Node &node) {
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d", d));
   k.global = {CeilDiv(yo[3], owb), static_cast<uint64_t>(yo[2]),
               static_cast<uint64_t>(xi[0] * g * CeilDiv(ocg, ocb))};
-  k.args = {TArg(x), TArg(w)};
+  PendingArg warg = TArg(w);
+  if (image)
+    warg.kind = PendingArg::Kind::kImage;
+  k.args = {TArg(x), warg};
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
   if (res != kNoTensor && !split_epilogue)
@@ -1051,11 +1064,30 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
   }
 
   std::map<TensorId, uint64_t> weight_offset;
+  std::map<TensorId, uint32_t> image_index;
   std::map<TensorId, size_t> arena_index;
   std::vector<Lifetime> lifetimes;
   std::vector<TensorId> arena_tensors;
   for (size_t k = 0; k < e.kernels.size(); k++) {
     for (const PendingArg &a : e.kernels[k].args) {
+      if (a.kind == PendingArg::Kind::kImage) {
+        TensorId r = e.Root(a.tensor);
+        if (image_index.count(r))
+          continue;
+        m.weights.resize((m.weights.size() + options.alignment - 1) / options.alignment *
+                         options.alignment);
+        WeightImage wi;
+        wi.offset = m.weights.size();
+        int64_t n = Product(g.tensor(r).shape.dims);
+        wi.width = static_cast<uint32_t>(ImageWidth(n));
+        wi.height = static_cast<uint32_t>(CeilDiv(CeilDiv(n, 4), wi.width));
+        wi.half = e.StorageBytes(r) == 2;
+        PackConstant(g.tensor(r), e.Tag(r), &m.weights);
+        m.weights.resize(wi.offset + wi.ByteSize());  // the last row's unused texels are zero
+        image_index[r] = static_cast<uint32_t>(m.images.size());
+        m.images.push_back(wi);
+        continue;
+      }
       if (a.kind != PendingArg::Kind::kTensor)
         continue;
       TensorId r = e.Root(a.tensor);
@@ -1115,6 +1147,13 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
         case PendingArg::Kind::kFloat:
           kd.args.push_back(KernelArg::Float(a.f));
           continue;
+        case PendingArg::Kind::kImage: {
+          KernelArg arg;
+          arg.kind = KernelArg::Kind::kImage;
+          arg.image = image_index.at(e.Root(a.tensor));
+          kd.args.push_back(arg);
+          continue;
+        }
         case PendingArg::Kind::kTensor:
           break;
       }

@@ -12,7 +12,8 @@ namespace op::nn::gen {
 
 // A kernel argument before the memory plan: tensors are still ids.
 struct PendingArg {
-  enum class Kind { kTensor, kInt, kFloat } kind = Kind::kInt;
+  // kImage: a constant tensor read as an RGBA image2d (one kernel argument).
+  enum class Kind { kTensor, kInt, kFloat, kImage } kind = Kind::kInt;
   TensorId tensor = kNoTensor;
   int32_t i = 0;
   float f = 0.f;

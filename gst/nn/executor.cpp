@@ -61,7 +61,7 @@ Status CheckArg(cl_kernel k, cl_uint i, const char *want, const std::string &whe
   if (!std::strcmp(want, "buffer"))
     ok = aq == CL_KERNEL_ARG_ADDRESS_GLOBAL || aq == CL_KERNEL_ARG_ADDRESS_CONSTANT;
   else if (!std::strcmp(want, "image"))
-    ok = type.rfind("image2d_t", 0) == 0;
+    ok = type.find("image2d_t") != std::string::npos;
   else
     ok = aq == CL_KERNEL_ARG_ADDRESS_PRIVATE && type == want;
   if (!ok)

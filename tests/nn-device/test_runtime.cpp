@@ -334,3 +334,54 @@ TEST(Profiles, AdrenoAndAmdCodeRunsWhereTheDeviceAllows) {
 }
 
 }  // namespace
+
+namespace {
+
+// The adreno profile's image2d weights give the same results as buffer weights (the same
+// values through the texture path; PoCL has images), for fp32 and half storage.
+TEST(Profiles, ImageWeightsMatchBufferWeights) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  if (!dev.device->caps().images)
+    GTEST_SKIP() << "no image support";
+  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  std::vector<Tensor> feeds;
+  Rng rng(21);
+  for (TensorId id : g->inputs) {
+    const Tensor &t = g->tensor(id);
+    ASSERT_EQ(t.dtype, DType::kUInt8);
+    Bytes b(t.ByteSize());
+    for (uint8_t &v : b)
+      v = static_cast<uint8_t>(rng.Uniform(0, 256));
+    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
+    feeds.back().name = t.name;
+  }
+  for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+    std::vector<std::vector<Tensor>> results;
+    for (const char *profile : {"cpu", "adreno"}) {
+      auto opt = OptionsForProfile(profile, p);
+      ASSERT_TRUE(opt.ok());
+      opt->fp16_compute = opt->fp16_compute && dev.device->caps().fp16;
+      auto m = GenerateCode(*g, *opt);
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      if (std::string(profile) == "adreno") {
+        EXPECT_FALSE(m->images.empty());
+      }
+      auto e = Executor::Create(dev.device, *m);
+      ASSERT_TRUE(e.ok()) << profile << ": " << e.status().ToString();
+      auto out = (*e)->RunHost(dev.queue, feeds);
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      results.push_back(*out);
+    }
+    const Tensor &a = results[0][0], &b = results[1][0];
+    ASSERT_EQ(a.shape, b.shape);
+    for (int64_t i = 0; i < a.shape.NumElements(); i++)
+      ASSERT_NEAR(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)), 1e-5)
+          << PrecisionName(p) << " element " << i;
+  }
+}
+
+}  // namespace

@@ -6,15 +6,32 @@
 // Defines: TX TW TB TR TY (storage tags); N C H W OC OH OW KH KW SH SW PH PW DH DW G;
 // OCB OWB; HAS_BIAS HAS_RES RES_AFTER; ACT.
 // Weights are ONNX's OIHW layout: w[oc][ic][kh][kw] with ic in the group (C / G per group).
+// W_IMAGE (adreno): the weights are an RGBA image2d of IMG_W texels per row holding the same
+// elements in order (four per texel), read through the texture cache.
 #include "nn_common.cl"
+
+#if W_IMAGE
+__constant sampler_t nn_weight_sampler =
+    CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
+inline float nn_weight(__read_only image2d_t img, int idx) {
+  const int t = idx >> 2;
+  const float4 v = read_imagef(img, nn_weight_sampler, (int2)(t % IMG_W, t / IMG_W));
+  const int c = idx & 3;
+  return c == 0 ? v.x : (c == 1 ? v.y : (c == 2 ? v.z : v.w));
+}
+#define W_PARAMS __read_only image2d_t w
+#define LOAD_W(i) nn_weight(w, (i))
+#else
+#define W_PARAMS __global const STYPE(TW) * w, uint w_off
+#define LOAD_W(i) LOAD(TW, w, w_off + (i))
+#endif
 
 #define CG (C / G)
 #define OCG (OC / G)
 #define OC_BLOCKS ((OCG + OCB - 1) / OCB)
 #define OW_BLOCKS ((OW + OWB - 1) / OWB)
 
-__kernel void conv2d(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
-                     uint w_off,
+__kernel void conv2d(__global const STYPE(TX) * x, uint x_off, W_PARAMS,
 #if HAS_BIAS
                      __global const STYPE(TB) * b, uint b_off,
 #endif
@@ -52,7 +69,7 @@ __kernel void conv2d(__global const STYPE(TX) * x, uint x_off, __global const ST
         }
         for (int a = 0; a < OCB; a++) {
           const int oc = min(oc0 + a, oc_end - 1);
-          const float wv = LOAD(TW, w, w_off + ((oc * CG + ic) * KH + kh) * KW + kw);
+          const float wv = LOAD_W(((oc * CG + ic) * KH + kh) * KW + kw);
           for (int c = 0; c < OWB; c++)
             acc[a][c] = fma(xv[c], wv, acc[a][c]);
         }
