@@ -84,8 +84,15 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
     out = gst_op_caps_with_feature(caps, GST_CAPS_FEATURE_MEMORY_OP_CL);
     // GstBaseTransform tries passthrough before anything else, so for fixed input offer the
     // converted caps alone when downstream takes them; the input caps stay an option otherwise.
-    bool converted_only = gst_caps_is_fixed(caps) && !gst_caps_is_equal(out, caps) &&
-                          gst_pad_peer_query_accept_caps(GST_BASE_TRANSFORM_SRC_PAD(trans), out);
+    // Only a linked peer can say: an unlinked pad accepts anything, which would hide the
+    // input caps from link-time checks.
+    bool converted_only = false;
+    GstPad *peer = gst_pad_get_peer(GST_BASE_TRANSFORM_SRC_PAD(trans));
+    if (peer) {
+      converted_only = gst_caps_is_fixed(caps) && !gst_caps_is_equal(out, caps) &&
+                       gst_pad_query_accept_caps(peer, out);
+      gst_object_unref(peer);
+    }
     if (!converted_only)
       out = gst_caps_merge(out, gst_caps_copy(caps));
   } else {

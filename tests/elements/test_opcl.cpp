@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <gst/app/gstappsink.h>
+#include <gst/base/gstbasetransform.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
@@ -269,9 +270,10 @@ TEST_F(OpCl, NegotiatesWithAndWithoutOpClMemory) {
     bool op_memory;
   } cases[] = {{"video/x-raw(memory:OpCLMemory)", true}, {"video/x-raw", false}};
   for (const Case &c : cases) {
-    GstElement *p = Parse(
-        std::string("videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=64,height=48") +
-        " ! opclupload ! " + c.between + " ! opcldownload name=d ! video/x-raw ! fakesink");
+    GstElement *p =
+        Parse(std::string("videotestsrc num-buffers=3 ! "
+                          "video/x-raw,format=NV12,width=64,height=48,framerate=20/1") +
+              " ! opclupload ! " + c.between + " ! opcldownload name=d ! video/x-raw ! fakesink");
     ASSERT_NE(p, nullptr);
     GstElement *d = ByName(p, "d");
     gst_element_set_state(p, GST_STATE_PAUSED);
@@ -293,6 +295,105 @@ TEST_F(OpCl, UnknownDeviceIsAClearErrorNotACrash) {
   EXPECT_NE(run.error.find("no-such-device-xyz"), std::string::npos) << run.error;
   EXPECT_NE(run.error.find("not found"), std::string::npos) << run.error;
   gst_object_unref(p);
+}
+
+TEST_F(OpCl, CapsOfferTheConvertedMemoryFirst) {
+  struct Case {
+    const char *element;
+    const char *first, *later;  // features of the first structure and of a later one
+  } cases[] = {
+      {"opclupload", GST_CAPS_FEATURE_MEMORY_OP_CL, GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY},
+      {"opcldownload", GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY, GST_CAPS_FEATURE_MEMORY_OP_CL}};
+  for (const Case &c : cases) {
+    GstElement *e = gst_element_factory_make(c.element, nullptr);
+    ASSERT_NE(e, nullptr) << c.element;
+    GstPad *src = gst_element_get_static_pad(e, "src");
+    GstCaps *in = gst_caps_from_string(c.later == std::string(GST_CAPS_FEATURE_MEMORY_OP_CL)
+                                           ? "video/x-raw(memory:OpCLMemory),format=NV12"
+                                           : "video/x-raw,format=NV12");
+    // What the src pad can give when the sink pad gets `in` (no peers: templates only).
+    GstCaps *out = gst_pad_query_caps(src, nullptr);
+    GstCaps *given = GST_BASE_TRANSFORM_GET_CLASS(e)->transform_caps(GST_BASE_TRANSFORM(e),
+                                                                     GST_PAD_SINK, in, nullptr);
+    ASSERT_GE(gst_caps_get_size(given), 2u) << c.element;
+    EXPECT_TRUE(gst_caps_features_contains(gst_caps_get_features(given, 0), c.first))
+        << c.element << ": " << gst_caps_to_string(given);
+    EXPECT_TRUE(gst_caps_features_contains(gst_caps_get_features(given, 1), c.later))
+        << c.element << ": " << gst_caps_to_string(given);
+    EXPECT_FALSE(gst_caps_is_empty(out));
+    gst_caps_unref(given);
+    gst_caps_unref(out);
+    gst_caps_unref(in);
+    gst_object_unref(src);
+    gst_object_unref(e);
+  }
+}
+
+// A harness sink pad that answers allocation queries with `pool` (the other queries as usual).
+struct PoolOffer {
+  static inline GstBufferPool *pool = nullptr;
+  static inline GstPadQueryFunction harness_query = nullptr;
+  static gboolean Query(GstPad *pad, GstObject *parent, GstQuery *query) {
+    if (GST_QUERY_TYPE(query) != GST_QUERY_ALLOCATION || !pool)
+      return harness_query(pad, parent, query);
+    GstCaps *caps = nullptr;
+    gst_query_parse_allocation(query, &caps, nullptr);
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+    gst_buffer_pool_config_set_params(config, caps, 0, 0, 0);
+    if (!gst_buffer_pool_set_config(pool, config))
+      return FALSE;
+    config = gst_buffer_pool_get_config(pool);
+    guint size = 0;
+    gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
+    gst_structure_free(config);
+    gst_query_add_allocation_pool(query, pool, size, 0, 0);
+    gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
+    return TRUE;
+  }
+};
+
+TEST_F(OpCl, ReusesADownstreamPoolOnlyIfItIsOursOnTheSameContext) {
+  auto ctx = gst_op_context_new("auto");
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  auto other = gst_op_context_new("auto");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  const char *op_caps =
+      "video/x-raw(memory:OpCLMemory),format=NV12,width=64,height=48,framerate=20/1";
+  GstVideoInfo info;
+  gst_video_info_set_format(&info, GST_VIDEO_FORMAT_NV12, 64, 48);
+  struct Case {
+    GstBufferPool *pool;
+    bool reused;
+  } cases[] = {{gst_op_buffer_pool_new(*ctx), true},
+               {gst_op_buffer_pool_new(*other), false},  // ours, another cl_context
+               {gst_buffer_pool_new(), false}};
+  for (const Case &c : cases) {
+    // The context is set before the harness starts the element, so start() adopts it.
+    GstElement *upload = gst_element_factory_make("opclupload", nullptr);
+    GstContext *context = gst_context_new_op_context(*ctx);
+    gst_element_set_context(upload, context);
+    gst_context_unref(context);
+    GstHarness *h = gst_harness_new_with_element(upload, "sink", "src");
+    gst_object_unref(upload);
+    ASSERT_EQ(gst_op_base_filter_get_context(GST_OP_BASE_FILTER(h->element)), *ctx);
+    PoolOffer::pool = c.pool;
+    PoolOffer::harness_query = GST_PAD_QUERYFUNC(h->sinkpad);
+    gst_pad_set_query_function(h->sinkpad, PoolOffer::Query);
+    gst_harness_set_src_caps_str(h, "video/x-raw,format=NV12,width=64,height=48,framerate=20/1");
+    gst_harness_set_sink_caps_str(h, op_caps);
+    GstBuffer *in = gst_buffer_new_allocate(nullptr, info.size, nullptr);
+    ASSERT_EQ(gst_harness_push(h, in), GST_FLOW_OK);
+    GstBuffer *out = gst_harness_pull(h);
+    ASSERT_NE(out, nullptr);
+    EXPECT_TRUE(gst_is_op_memory(gst_buffer_peek_memory(out, 0)));
+    EXPECT_EQ(out->pool == c.pool, c.reused) << G_OBJECT_TYPE_NAME(c.pool);
+    gst_buffer_unref(out);
+    gst_harness_teardown(h);
+    PoolOffer::pool = nullptr;
+    gst_object_unref(c.pool);
+  }
+  gst_object_unref(*other);
+  gst_object_unref(*ctx);
 }
 
 // ---- bytes --------------------------------------------------------------------------------
