@@ -220,7 +220,7 @@ struct Impl {
   bool warned_wide_ended = false;
   gint64 last_skew_warning = 0;
   GstClockTime earliest_time = GST_CLOCK_TIME_NONE;  // QoS (object lock)
-  GstClockTime reported_latency = 0;
+  std::atomic<guint64> reported_latency{0};          // streaming thread and latency queries
 };
 
 }  // namespace
@@ -344,7 +344,8 @@ static void UpdateLatency(GstOpVision *self) {
   GstClockTime measured = impl->timer->stats().max_ns;
   // Re-announce only when the measurement grew noticeably: each announcement makes the pipeline
   // recompute its latency.
-  if (measured > impl->reported_latency + impl->reported_latency / 4) {
+  const guint64 reported = impl->reported_latency;
+  if (measured > reported + reported / 4) {
     impl->reported_latency = measured;
     gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, measured);
   }
@@ -692,8 +693,18 @@ static gboolean AnswerContextQuery(GstOpVision *self, GstQuery *query) {
 }
 
 static gboolean SrcQuery(GstAggregator *agg, GstQuery *query) {
-  if (AnswerContextQuery(GST_OP_VISION(agg), query))
+  auto *self = GST_OP_VISION(agg);
+  if (AnswerContextQuery(self, query))
     return TRUE;
+  if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+    // Completion callbacks may have raised the measurement since the last frame: answer with
+    // the current one (the base class adds what set_latency holds to the upstream latency).
+    const GstClockTime measured = self->impl->timer->stats().max_ns;
+    if (measured > self->impl->reported_latency) {
+      self->impl->reported_latency = measured;
+      gst_aggregator_set_latency(agg, measured, measured);
+    }
+  }
   return GST_AGGREGATOR_CLASS(parent_class)->src_query(agg, query);
 }
 
