@@ -63,6 +63,7 @@ enum {
   PROP_FRAMES,
   PROP_MEAN_TIME,
   PROP_MAX_TIME,
+  PROP_ACTIVE_MODEL,
 };
 
 namespace {
@@ -428,7 +429,7 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
       } else {
         const bool new_outputs = pending.network->outputs() != impl->model.current()->outputs();
         GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
-        impl->model.Adopt(std::move(pending.network));
+        impl->model.Adopt(std::move(pending.network), pending.path);
         impl->plan = *plan;
         if (queues)
           impl->queues = std::move(queues);
@@ -638,6 +639,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MAX_TIME:
       g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
       break;
+    case PROP_ACTIVE_MODEL:
+      g_value_set_string(value, impl->model.current_path().c_str());
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
   }
@@ -698,6 +702,13 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       g_param_spec_double("max-time", "Maximum time",
                           "Longest time from submission to device completion of a frame (ms)", 0,
                           G_MAXDOUBLE, 0, ro));
+
+  g_object_class_install_property(
+      gobject_class, PROP_ACTIVE_MODEL,
+      g_param_spec_string("active-model", "Active model",
+                          "The file the running network came from (differs from model while a "
+                          "new one loads, or after one failed to load)",
+                          "", (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

@@ -89,6 +89,7 @@ enum {
   PROP_QOS_DROPPED,
   PROP_MEAN_TIME,
   PROP_MAX_TIME,
+  PROP_ACTIVE_MODEL,
 };
 
 #define DEFAULT_DEVICE "auto"
@@ -315,7 +316,7 @@ static void AdoptPendingModel(GstOpVision *self) {
   }
   const bool new_outputs = pending.network->outputs() != impl->out_info;
   GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
-  impl->model.Adopt(std::move(pending.network));
+  impl->model.Adopt(std::move(pending.network), pending.path);
   impl->plan = *plan;
   impl->queues = std::move(queues);
   impl->features_ready.reset();
@@ -1063,6 +1064,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MAX_TIME:
       g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
       break;
+    case PROP_ACTIVE_MODEL:
+      g_value_set_string(value, impl->model.current_path().c_str());
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
   }
@@ -1154,6 +1158,13 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
                           "Longest time from submission to device completion of a frame (ms)", 0,
                           G_MAXDOUBLE, 0,
                           (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+
+  g_object_class_install_property(
+      gobject_class, PROP_ACTIVE_MODEL,
+      g_param_spec_string("active-model", "Active model",
+                          "The file the running network came from (differs from model while a "
+                          "new one loads, or after one failed to load)",
+                          "", (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   gst_element_class_add_static_pad_template_with_gtype(element_class, &img_template,
                                                        GST_TYPE_AGGREGATOR_PAD);

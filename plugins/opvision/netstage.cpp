@@ -66,6 +66,7 @@ Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
     return NotFound("no model: set the model property to an .onnx or .opm file");
   OP_ASSIGN_OR_RETURN(current_, LoadNetwork(device, path, precision));
   std::lock_guard<std::mutex> g(lock_);
+  current_path_ = path;
   open_ = true;
   return Status::Ok();
 }
@@ -94,6 +95,17 @@ void ModelSlot::StartLoad(const std::string &path) {
   });
 }
 
+void ModelSlot::Adopt(std::unique_ptr<Network> network, const std::string &path) {
+  current_ = std::move(network);
+  std::lock_guard<std::mutex> g(lock_);
+  current_path_ = path;
+}
+
+std::string ModelSlot::current_path() const {
+  std::lock_guard<std::mutex> g(lock_);
+  return current_path_;
+}
+
 ModelSlot::Pending ModelSlot::TakePending() {
   std::lock_guard<std::mutex> g(lock_);
   Pending p = std::move(pending_);
@@ -111,6 +123,7 @@ void ModelSlot::Close() {
   std::lock_guard<std::mutex> g(lock_);
   pending_ = Pending();
   current_.reset();
+  current_path_.clear();
   device_.reset();
 }
 

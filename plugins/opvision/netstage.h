@@ -43,6 +43,8 @@ class ModelSlot {
   void Close();
 
   Network *current() const { return current_.get(); }
+  // The file the running network came from (any thread).
+  std::string current_path() const;
 
   struct Pending {
     bool present = false;  // a background load finished since the last call
@@ -54,7 +56,7 @@ class ModelSlot {
   Pending TakePending();
   // Makes `network` the current one (the caller checked it fits); the old one is dropped after
   // the caller's in-flight work, which is ordered before any later enqueue on the same queue.
-  void Adopt(std::unique_ptr<Network> network) { current_ = std::move(network); }
+  void Adopt(std::unique_ptr<Network> network, const std::string &path);
 
  private:
   void StartLoad(const std::string &path);
@@ -67,6 +69,7 @@ class ModelSlot {
   std::thread loader_;
   Pending pending_;
   std::unique_ptr<Network> current_;
+  std::string current_path_;  // guarded by lock_
 };
 
 // Device time per frame, measured from submission to the completion callback of the frame's

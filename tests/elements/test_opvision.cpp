@@ -858,3 +858,66 @@ TEST_F(OpVisionTest, LatencyQueryAddsTheMeasuredTime) {
 }
 
 }  // namespace
+
+namespace {
+
+// oppolicy's model while PLAYING: a model that is not a policy model is refused with a warning
+// and the old one keeps running; a policy model from another file takes over at a buffer
+// boundary and keeps the history (same temporal shape), so outputs stay those of the reference.
+TEST_F(OpVisionTest, PolicyModelSwapWhilePlaying) {
+  const std::string copy = (dir / "policy_copy.onnx").string();
+  std::filesystem::copy_file(Model("driving_policy_small.onnx"), copy);
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  int k = 0;
+  auto frame = [&]() {
+    auto bytes = RandomCamera(1500 + k);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    EXPECT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    if (out) {
+      EXPECT_EQ(gst_buffer_n_memory(out), 2u);
+      Record(k, bytes, bytes, 0, 0, out);
+      gst_buffer_unref(out);
+    }
+    k++;
+  };
+  for (int i = 0; i < 3; i++)
+    frame();
+  g_object_set(pl.policy, "model", Model("driving_supercombo_small.onnx").c_str(), nullptr);
+  std::string warning;
+  for (int tries = 0; tries < 100 && warning.find("does not fit") == std::string::npos; tries++) {
+    frame();
+    warning += pl.Message(GST_MESSAGE_WARNING);
+    if (warning.find("does not fit") == std::string::npos)
+      g_usleep(50000);
+  }
+  EXPECT_NE(warning.find("driving_supercombo_small.onnx"), std::string::npos) << warning;
+  auto active = [&] {
+    gchar *now = nullptr;
+    g_object_get(pl.policy, "active-model", &now, nullptr);
+    std::string s = now ? now : "";
+    g_free(now);
+    return s;
+  };
+  EXPECT_EQ(active(), Model("driving_policy_small.onnx"));
+  g_object_set(pl.policy, "model", copy.c_str(), nullptr);
+  for (int tries = 0; tries < 100 && active() != copy; tries++) {
+    frame();
+    if (active() != copy)
+      g_usleep(50000);
+  }
+  EXPECT_EQ(active(), copy) << "the new policy model never took over";
+  for (int tries = 0; tries < 3; tries++)
+    frame();
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+  // One uninterrupted history across both swaps.
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+}  // namespace
