@@ -11,6 +11,7 @@
 #include <map>
 
 #include "nn/codegen_internal.h"
+#include "nn/op_params.h"
 #include "nn/plan.h"
 #include "nn_kernels.h"
 
@@ -366,28 +367,17 @@ Status LowerConvTranspose(Emitter &e, const Node &node) {
   const auto &wd = e.Dims(w);
   if (g <= 0 || wd.size() != e.Dims(x).size() || wd[0] != xi[1] || wd[1] * g != yo[1])
     return InvalidArgument(NodeWhere(node) + ": weights do not fit the channels and group");
-  std::vector<int64_t> ksp = Spatial(wd), isp = Spatial(e.Dims(x)), osp = Spatial(e.Dims(y));
+  // Pads as shape inference and the reference interpreter resolve them (output_shape,
+  // auto_pad, output_padding).
+  Inputs ins;
+  for (TensorId t : node.inputs)
+    ins.push_back(t == kNoTensor ? nullptr : &e.T(t));
+  OP_ASSIGN_OR_RETURN(WindowParams wp, GetWindowParams(node, ins));
+  std::vector<int64_t> ksp = Spatial(wd);
   size_t nsp = ksp.size();
-  auto strides = node.attrs.Ints("strides", std::vector<int64_t>(nsp, 1));
-  auto dil = node.attrs.Ints("dilations", std::vector<int64_t>(nsp, 1));
-  auto pads = node.attrs.Ints("pads", std::vector<int64_t>(2 * nsp, 0));
-  auto opad = node.attrs.Ints("output_padding", std::vector<int64_t>(nsp, 0));
-  std::string auto_pad = node.attrs.String("auto_pad", "NOTSET");
-  bool derive =
-      node.attrs.Has("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (strides.size() != nsp || dil.size() != nsp || pads.size() != 2 * nsp || opad.size() != nsp)
+  const auto &strides = wp.strides, &dil = wp.dilations, &begin = wp.pads_begin;
+  if (strides.size() != nsp || dil.size() != nsp || begin.size() != nsp)
     return InvalidArgument(NodeWhere(node) + ": attribute lengths do not match the rank");
-  std::vector<int64_t> begin(nsp);
-  for (size_t d = 0; d < nsp; d++) {
-    if (auto_pad == "VALID") {
-      begin[d] = 0;
-    } else if (derive) {
-      int64_t total = strides[d] * (isp[d] - 1) + opad[d] + (ksp[d] - 1) * dil[d] + 1 - osp[d];
-      begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    } else {
-      begin[d] = pads[d];
-    }
-  }
   Window win;
   size_t o = nsp == 2 ? 1 : 0;
   win.kw = ksp[o];
@@ -695,9 +685,8 @@ Status LowerSoftmax(Emitter &e, const Node &node) {
 
 Status LowerNorm(Emitter &e, const Node &node) {
   TensorId x = node.inputs[0], s = node.inputs[1], b = node.input(2), y = node.outputs[0];
-  for (size_t o = 1; o < node.outputs.size(); o++)
-    if (node.outputs[o] != kNoTensor)
-      return Unsupported(NodeWhere(node) + ": mean/inv_std_dev outputs");
+  TensorId mean = node.outputs.size() > 1 ? node.outputs[1] : kNoTensor;
+  TensorId invstd = node.outputs.size() > 2 ? node.outputs[2] : kNoTensor;
   const auto &xd = e.Dims(x);
   int64_t rows, len;
   std::string sc, bi;
@@ -725,6 +714,11 @@ Status LowerNorm(Emitter &e, const Node &node) {
   d.Def("SC_IDX(row, j)", sc).Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b)).Def("B_IDX(row, j)", bi);
+  d.Int("HAS_MEAN", mean != kNoTensor).Int("HAS_INVSTD", invstd != kNoTensor);
+  if (mean != kNoTensor)
+    d.Def("TM", e.Tag(mean));
+  if (invstd != kNoTensor)
+    d.Def("TI", e.Tag(invstd));
   Pending k;
   k.label = node.Describe();
   k.entry = "norm";
@@ -736,6 +730,11 @@ Status LowerNorm(Emitter &e, const Node &node) {
     k.args.push_back(TArg(b));
   k.args.push_back(TArg(y));
   k.writes = {y};
+  for (TensorId t : {mean, invstd})
+    if (t != kNoTensor) {
+      k.args.push_back(TArg(t));
+      k.writes.push_back(t);
+    }
   k.flops = static_cast<uint64_t>(rows * len * 8);
   e.Emit(std::move(k));
   return Status::Ok();
@@ -772,12 +771,12 @@ Status LowerResize(Emitter &e, const Node &node) {
   if (ctm == "half_pixel")
     coord = "(((o) + 0.5f) / (scale) - 0.5f)";
   else if (ctm == "pytorch_half_pixel")
-    coord = "((out) > 1 ? ((o) + 0.5f) / (scale) - 0.5f : 0.0f)";
+    coord = "((in) * (scale) > 1.0f ? ((o) + 0.5f) / (scale) - 0.5f : 0.0f)";
   else if (ctm == "align_corners")
-    coord = "((out) == 1 ? 0.0f : (o) * (float)((in) - 1) / (float)((out) - 1))";
+    coord = "((in) * (scale) <= 1.0f ? 0.0f : (o) * (float)((in) - 1) / ((in) * (scale) - 1.0f))";
   else if (ctm == "asymmetric")
     coord = "((o) / (scale))";
-  else if (ctm == "tf_half_pixel_for_nearest")
+  else if (ctm == "tf_half_pixel_for_nearest" || ctm == "tf_half_pixel_for_nn")
     coord = "(((o) + 0.5f) / (scale))";
   else
     return Unsupported(NodeWhere(node) + ": coordinate_transformation_mode '" + ctm + "'");

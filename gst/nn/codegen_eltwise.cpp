@@ -281,7 +281,16 @@ Status LowerMath(Emitter &e, const Node &node) {
         }
         expr = v;
       } else {
-        OP_ASSIGN_OR_RETURN(expr, UnaryExpr(node.op, "v0", a, b, fl));
+        if (node.op == OpKind::kClip && !fl) {
+          // Integer bounds: an infinite default is the type's whole range.
+          auto bound = [](float v) {
+            return std::isinf(v) ? std::string(v < 0 ? "LONG_MIN" : "LONG_MAX")
+                                 : std::to_string(static_cast<int64_t>(v));
+          };
+          expr = "min(max(v0, (long)" + bound(a) + "), (long)" + bound(b) + ")";
+        } else {
+          OP_ASSIGN_OR_RETURN(expr, UnaryExpr(node.op, "v0", a, b, fl));
+        }
         expr = "(" + expr + ")";
         m.body = std::string(fl ? "const float" : "const long") + " v0 = " + xv + "; ";
       }

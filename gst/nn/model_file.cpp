@@ -205,8 +205,8 @@ Status ValidateModel(const CompiledModel &m) {
     return Corrupt("alignment " + std::to_string(m.alignment) + " is not a power of two <= 4096");
   if (m.arena_bytes > kMaxArenaBytes)
     return Corrupt("arena of " + std::to_string(m.arena_bytes) + " bytes");
-  if (m.inputs.empty() || m.outputs.empty())
-    return Corrupt("a model needs inputs and outputs");
+  if (m.outputs.empty())
+    return Corrupt("a model needs outputs");
   for (const TensorDesc &t : m.inputs)
     OP_RETURN_IF_ERROR(CheckTensor(t, "input"));
   for (const TensorDesc &t : m.outputs)

@@ -11,7 +11,16 @@ __kernel void norm(__global const STYPE(TX) * x, uint x_off, __global const STYP
 #if HAS_BIAS
                    __global const STYPE(TB) * b, uint b_off,
 #endif
-                   __global STYPE(TY) * y, uint y_off) {
+                   __global STYPE(TY) * y, uint y_off
+#if HAS_MEAN
+                   ,
+                   __global STYPE(TM) * mo, uint mo_off
+#endif
+#if HAS_INVSTD
+                   ,
+                   __global STYPE(TI) * io, uint io_off
+#endif
+) {
   const uint row = get_global_id(0);
   if (row >= ROWS)
     return;
@@ -27,6 +36,12 @@ __kernel void norm(__global const STYPE(TX) * x, uint x_off, __global const STYP
   }
   var /= ROW_LEN;
   const float inv = 1.0f / sqrt(var + EPS);
+#if HAS_MEAN
+  STORE(TM, mo, mo_off + row, mean);
+#endif
+#if HAS_INVSTD
+  STORE(TI, io, io_off + row, inv);
+#endif
   for (uint j = 0; j < ROW_LEN; j++) {
     float v = (LOAD(TX, x, x_off + base + j) - mean) * inv * LOAD(TS, s, s_off + SC_IDX(row, j));
 #if HAS_BIAS
