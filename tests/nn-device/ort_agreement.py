@@ -108,7 +108,7 @@ def main():
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--fp32-twin', action='store_true')
     ap.add_argument('--fastvit', action='store_true')
-    a = ap.parse_args()
+    a = ap.parse_intermixed_args()
     rtol = a.rtol if a.rtol is not None else (1e-4 if a.precision == 'fp32' else 2e-2)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
