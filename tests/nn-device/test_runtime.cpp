@@ -282,8 +282,9 @@ TEST(Executor, RunsTwiceWithTheSameResultAndAllocatesNothingPerRun) {
     ASSERT_TRUE(done.ok()) << done.status().ToString();
     // The first launch of each kernel may let the driver finish compiling it (PoCL builds its
     // work-group functions with LLVM, in C++, at first enqueue); from then on nothing.
-    if (run > 0)
+    if (run > 0) {
       EXPECT_EQ(allocated, 0) << "host allocations in run " << run;
+    }
     ASSERT_TRUE(cl::WaitForEvent(done->get()).ok());
     std::vector<float> out(static_cast<size_t>(m.outputs[0].NumElements()));
     ASSERT_TRUE(dev.queue.Read(out_mems[0], 0, m.outputs[0].ByteSize(), out.data()).ok());
