@@ -12,8 +12,8 @@
  * - `video` (always): packed 4-byte RGB video in system memory (BGRx, BGRA, RGBx, RGBA, xRGB,
  *   xBGR, ARGB, ABGR); the road camera frames the model ran on, any stride (GstVideoMeta).
  * - `model` (request): the network outputs, `application/x-op-tensors` with `slices`, as
- *   oppolicy (or opvision with a combined network) produces them, in system memory: put
- *   opcldownload in front when the outputs also go to opmsgsink through a tee. The slices are
+ *   oppolicy (or opvision with a combined network) produces them, in system memory (buffers
+ *   still in OpenCL memory underneath are read with a queue read, not mapped). The slices are
  *   decoded with gst/drive's OutputParser; any of `plan`, `lane_lines` (+ `lane_lines_prob`),
  *   `road_edges`, `lead` (+ `lead_prob`) present is drawn.
  * - `src`: the same video with the drawing in it.
@@ -30,7 +30,7 @@
  * gst-launch-1.0 filesrc location=fcamera.hevc ! h265parse ! avdec_h265 ! tee name=t \
  *     t. ! queue ! videoconvert ! video/x-raw,format=NV12 ! opwarp rpy=0,0.02,-0.01 ! \
  *       opvision model=models/driving_vision_small.onnx ! \
- *       oppolicy model=models/driving_policy_small.onnx ! opcldownload ! o.model \
+ *       oppolicy model=models/driving_policy_small.onnx ! o.model \
  *     t. ! queue max-size-bytes=0 ! videoconvert ! video/x-raw,format=BGRx ! o.video \
  *     opoverlay name=o rpy=0,0.02,-0.01 ! videoconvert ! autovideosink
  * ]|
@@ -62,6 +62,7 @@
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
+#include "op/gstopcontext.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 #include "opoverlay/groundtruth.h"
@@ -79,9 +80,8 @@ using op::overlay::Colour;
 
 static GstStaticPadTemplate video_template =
     GST_STATIC_PAD_TEMPLATE("video", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(VIDEO_CAPS));
-// System memory only: the outputs are read on the host, and reading them through a copy
-// (opcldownload) rather than a host map keeps this thread from mapping OpenCL buffers that
-// opmsgsink maps at the same time on another branch of a tee.
+// System memory caps, as the network elements' outputs are read on the host; buffers that are
+// still OpenCL memory underneath are read with a queue read (see ReadTensorMemory).
 static GstStaticPadTemplate model_template = GST_STATIC_PAD_TEMPLATE(
     "model", GST_PAD_SINK, GST_PAD_REQUEST, GST_STATIC_CAPS(GST_OP_TENSOR_CAPS_NAME));
 static GstStaticPadTemplate src_template =
@@ -174,6 +174,7 @@ struct ModelLayout {
   std::vector<size_t> base;  // first float of each tensor
   std::optional<op::drive::OutputParser> parser;
   std::vector<float> raw;
+  std::vector<uint16_t> half;  // a float16 tensor before conversion
   bool plan = false, lane_lines = false, lane_lines_prob = false, road_edges = false, lead = false,
        lead_prob = false;
 };
@@ -507,6 +508,35 @@ static float HalfToFloat(uint16_t h) {
   return f;
 }
 
+// The bytes of one tensor memory into `host`. Memory of the OpenCL allocator is read with a
+// queue read after its last writer, not host-mapped: a tee hands the same buffer to opmsgsink,
+// which maps it from its own thread, and two threads host-mapping one OpenCL buffer at once
+// crashed on PoCL (the overlay read through an unmapped pointer). Other memory is mapped.
+static op::Status ReadTensorMemory(GstMemory *mem, size_t bytes, uint8_t *host) {
+  if (mem->size < bytes)
+    return op::InvalidArgument("it has " + std::to_string(mem->size) + " bytes, its caps say " +
+                               std::to_string(bytes));
+  if (gst_is_op_memory(mem)) {
+    GstMapInfo info;
+    if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
+      return op::DeviceError("its OpenCL buffer is not reachable");
+    cl_mem buffer = gst_op_map_info_get_cl_mem(&info);
+    gst_memory_unmap(mem, &info);
+    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
+    op::cl::Queue &queue = gst_op_context_get_queue(gst_op_memory_get_context(mem));
+    OP_ASSIGN_OR_RETURN(op::cl::EventHandle read,
+                        queue.Read(buffer, mem->offset, bytes, host, {writer.get()}));
+    // The frame is drawn on the host right after this, so waiting here is the point.
+    return op::cl::WaitForEvent(read.get());
+  }
+  GstMapInfo map;
+  if (!gst_memory_map(mem, &map, GST_MAP_READ))
+    return op::IoError("mapping it failed");
+  std::memcpy(host, map.data, bytes);
+  gst_memory_unmap(mem, &map);
+  return op::Status::Ok();
+}
+
 // Decodes one model buffer into *out (through the layout's float array).
 static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::ParsedOutputs *out) {
   ModelLayout *layout = self->impl->model.get();
@@ -522,33 +552,21 @@ static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::P
     return false;
   }
   for (size_t i = 0; i < tensors.size(); i++) {
-    GstMemory *mem = gst_buffer_peek_memory(buffer, i);
-    GstMapInfo map;
-    // Memory of the OpenCL allocator still maps (waiting for the device's last writer).
-    if (!gst_memory_map(mem, &map, GST_MAP_READ)) {
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not read a model output tensor."),
-                        ("mapping tensor \"%s\" failed", tensors[i].name.c_str()));
-      return false;
-    }
     const size_t n = static_cast<size_t>(tensors[i].elements());
-    if (map.size < tensors[i].bytes()) {
-      gst_memory_unmap(mem, &map);
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("A model output tensor is truncated."),
-                        ("tensor \"%s\" has %zu bytes, its caps say %zu", tensors[i].name.c_str(),
-                         static_cast<size_t>(map.size), static_cast<size_t>(tensors[i].bytes())));
+    float *dst = layout->raw.data() + layout->base[i];
+    const bool half = tensors[i].type == GstOpTensorType::kFloat16;
+    if (half)
+      layout->half.resize(n);
+    uint8_t *host =
+        half ? reinterpret_cast<uint8_t *>(layout->half.data()) : reinterpret_cast<uint8_t *>(dst);
+    op::Status read = ReadTensorMemory(gst_buffer_peek_memory(buffer, i), tensors[i].bytes(), host);
+    if (!read.ok()) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not read a model output tensor."),
+                        ("tensor \"%s\": %s", tensors[i].name.c_str(), read.ToString().c_str()));
       return false;
     }
-    float *dst = layout->raw.data() + layout->base[i];
-    if (tensors[i].type == GstOpTensorType::kFloat32) {
-      std::memcpy(dst, map.data, n * sizeof(float));
-    } else {
-      for (size_t k = 0; k < n; k++) {
-        uint16_t h;
-        std::memcpy(&h, map.data + 2 * k, 2);
-        dst[k] = HalfToFloat(h);
-      }
-    }
-    gst_memory_unmap(mem, &map);
+    for (size_t k = 0; half && k < n; k++)
+      dst[k] = HalfToFloat(layout->half[k]);
   }
   op::Status st = layout->parser->Parse(layout->raw.data(), layout->raw.size(), out);
   if (!st.ok()) {

@@ -537,11 +537,8 @@ int main(int argc, char **argv) {
        "timestamps=stream location=" +
        Quote(rlog) + " ";
   if (o.video) {
-    // The video waits in its queue for the model's output of the same frame. The outputs are
-    // copied to system memory for the overlay rather than mapped: opmsgsink maps the same
-    // OpenCL buffers from its own thread, and two threads host-mapping one buffer at once
-    // crashed on PoCL.
-    d += "model_tee. ! queue ! opcldownload" + dev + " ! overlay.model ";
+    // The video waits in its queue for the model's output of the same frame.
+    d += "model_tee. ! queue ! overlay.model ";
     d += "road_tee. ! queue max-size-buffers=64 max-size-bytes=0 max-size-time=0 ! videoconvert "
          "! video/x-raw,format=BGRx ! overlay.video ";
     d += "opoverlay name=overlay";
