@@ -6,3 +6,4 @@
 #include "op/gstopcontext.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"

@@ -10,8 +10,16 @@ GST_DEBUG_CATEGORY_STATIC(gst_op_memory_debug);
 namespace {
 // The cl_mem behind a memory and every view shared from it, with its last writer's event.
 struct SharedBuffer {
+  SharedBuffer() = default;
+  SharedBuffer(const SharedBuffer &) = delete;
+  ~SharedBuffer() {
+    mem.reset();  // before `keep`: the buffer may alias what keep owns
+    if (keep)
+      gst_mini_object_unref(keep);
+  }
   op::cl::MemHandle mem;
-  std::mutex lock;  // guards write_event
+  GstMiniObject *keep = nullptr;  // what a wrapped buffer aliases, released last
+  std::mutex lock;                // guards write_event
   op::cl::EventHandle write_event;
 };
 }  // namespace
@@ -50,6 +58,16 @@ GstMemory *gst_op_allocator_alloc(GstAllocator *allocator, gsize size, op::Statu
   buf->mem = std::move(created).value();
   return GST_MEMORY_CAST(
       WrapBuffer(allocator, nullptr, std::move(buf), size, 0, size, (GstMemoryFlags)0));
+}
+
+GstMemory *gst_op_allocator_wrap(GstAllocator *allocator, op::cl::MemHandle mem, gsize maxsize,
+                                 gsize offset, gsize size, GstMiniObject *keep) {
+  g_return_val_if_fail(GST_IS_OP_ALLOCATOR(allocator) && mem && offset + size <= maxsize, nullptr);
+  auto buf = std::make_shared<SharedBuffer>();
+  buf->mem = std::move(mem);
+  buf->keep = keep;
+  return GST_MEMORY_CAST(
+      WrapBuffer(allocator, nullptr, std::move(buf), maxsize, offset, size, (GstMemoryFlags)0));
 }
 
 static GstMemory *AllocatorAlloc(GstAllocator *allocator, gsize size, GstAllocationParams *params) {

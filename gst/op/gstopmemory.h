@@ -48,6 +48,12 @@ GstOpContext *gst_op_allocator_get_context(GstAllocator *allocator);  // (transf
 GstMemory *gst_op_allocator_alloc(GstAllocator *allocator, gsize size,
                                   op::Status *status = nullptr);
 
+// Wraps an existing buffer of `maxsize` bytes (e.g. an imported DMABuf) as a memory showing
+// [offset, offset + size). `keep` (transfer full, may be NULL) is unreffed when the last memory
+// shared from it goes: the owner of what the buffer aliases (the input GstBuffer).
+GstMemory *gst_op_allocator_wrap(GstAllocator *allocator, op::cl::MemHandle mem, gsize maxsize,
+                                 gsize offset, gsize size, GstMiniObject *keep);
+
 // Whether `mem` is a GstOpMemory (of any context).
 gboolean gst_is_op_memory(GstMemory *mem);
 // Whether `mem` is a GstOpMemory on the device of `ctx`.

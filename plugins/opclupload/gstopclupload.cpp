@@ -9,6 +9,11 @@
  * wait for the transfer. Timestamps, flags and metas (GstOpFrameMeta) are kept. Input that is
  * already in OpenCL memory passes through.
  *
+ * NV12 in `memory:DMABuf` (a GstVideoMeta is required) is imported zero-copy when the device has
+ * cl_qcom_dmabuf_host_ptr, cl_khr_external_memory_dma_buf or cl_arm_import_memory (each camera
+ * buffer once); otherwise it is uploaded like system memory, with one warning. On discrete GPUs
+ * uploads go through pinned staging buffers (docs/memory-and-sync.md).
+ *
  * ## Example
  * |[
  * gst-launch-1.0 videotestsrc num-buffers=30 ! \
@@ -18,26 +23,36 @@
  * ## Properties
  * - `device` (string, default "auto"): the OpenCL device; see docs/devices.md. Elements of one
  *   pipeline with agreeing device strings share one context.
+ * - `force-staging` (boolean, default false; debug only): upload through the pinned staging
+ *   buffers of discrete GPUs even on a unified-memory device, to test that path on PoCL.
+ * - `stats` (GstStructure, read-only): uploads, staged-uploads, imported-frames, dmabuf-imports,
+ *   staging-buffers, staging-waits, fallback-warnings (since the element started).
  */
 #include "gstopclupload.h"
 
 #include <gst/video/video.h>
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_cl_upload_debug);
 #define GST_CAT_DEFAULT gst_op_cl_upload_debug
 
-#define OP_CL_CAPS_STR                                                                            \
-  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_OP_CL, "NV12")                        \
-  "; " GST_VIDEO_CAPS_MAKE("NV12") "; " GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL \
-                                   "); " GST_OP_TENSOR_CAPS_NAME
+// OpenCL memory first, then system memory, then DMABuf (imported or uploaded; passed through
+// when downstream takes it).
+#define OP_CL_CAPS_STR                                                             \
+  GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_OP_CL, "NV12")         \
+  "; " GST_VIDEO_CAPS_MAKE("NV12") "; " GST_VIDEO_CAPS_MAKE_WITH_FEATURES(         \
+      GST_OP_CAPS_FEATURE_MEMORY_DMABUF, "NV12") "; " GST_OP_TENSOR_CAPS_NAME      \
+                                                 "(" GST_CAPS_FEATURE_MEMORY_OP_CL \
+                                                 "); " GST_OP_TENSOR_CAPS_NAME
 
 static GstStaticPadTemplate sink_template =
     GST_STATIC_PAD_TEMPLATE("sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
@@ -55,6 +70,7 @@ struct Pending {
 struct State {
   // Negotiated input.
   bool is_video = false;
+  bool dmabuf = false;  // memory:DMABuf video
   GstVideoInfo caps_info;
   GstOpTensorInfo tensors;
   // The pool output frames come from, laid out like the input (replaced when it changes).
@@ -64,6 +80,16 @@ struct State {
   std::mutex lock;
   std::condition_variable idle;
   int in_flight = 0;
+
+  // Imports and uploads, made per caps (set_caps) and dropped in stop().
+  // Guards uploader, stats and force_staging. Recursive: a bus sync handler may read `stats`
+  // on the streaming thread while the uploader posts its warning.
+  std::recursive_mutex uploader_lock;
+  std::unique_ptr<GstOpUploader> uploader;
+  GstOpUploadStats stats;  // what earlier uploaders of this run did
+  bool force_staging = false;
+  bool imported = false;  // the current output buffer is the imported input: nothing to copy
+  std::vector<GstOpUploader::Region> regions;  // the current buffer's writes (streaming thread)
 };
 }  // namespace
 
@@ -71,6 +97,8 @@ struct _GstOpClUpload {
   GstOpBaseFilter parent;
   State *state;
 };
+
+enum { PROP_0, PROP_FORCE_STAGING, PROP_STATS };
 
 G_DEFINE_TYPE(GstOpClUpload, gst_op_cl_upload, GST_TYPE_OP_BASE_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(opclupload, "opclupload", GST_RANK_NONE, GST_TYPE_OP_CL_UPLOAD)
@@ -107,6 +135,13 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
         sys = gst_caps_merge(sys, one);
     }
     out = gst_op_caps_with_both_memories(op);
+    // Video frames may also come as DMABuf (after both, as the conventions order them).
+    GstCaps *video = gst_caps_new_empty();
+    for (guint i = 0; i < gst_caps_get_size(op); i++)
+      if (gst_structure_has_name(gst_caps_get_structure(op, i), "video/x-raw"))
+        video = gst_caps_merge(video, gst_caps_copy_nth(op, i));
+    out = gst_caps_merge(out, gst_op_caps_with_feature(video, GST_OP_CAPS_FEATURE_MEMORY_DMABUF));
+    gst_caps_unref(video);
     gst_caps_unref(op);
     out = gst_caps_merge(out, sys);
   }
@@ -118,6 +153,16 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
   GST_DEBUG_OBJECT(trans, "%s %" GST_PTR_FORMAT " -> %" GST_PTR_FORMAT,
                    direction == GST_PAD_SINK ? "sink" : "src", caps, out);
   return out;
+}
+
+static void AddStats(GstOpUploadStats &sum, const GstOpUploadStats &s) {
+  sum.uploads += s.uploads;
+  sum.staged_uploads += s.staged_uploads;
+  sum.imported_frames += s.imported_frames;
+  sum.dmabuf_imports += s.dmabuf_imports;
+  sum.staging_buffers += s.staging_buffers;
+  sum.staging_waits += s.staging_waits;
+  sum.fallback_warnings += s.fallback_warnings;
 }
 
 static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
@@ -140,6 +185,16 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
       return FALSE;
     }
     st.is_video = true;
+  }
+  st.dmabuf = st.is_video && gst_op_caps_is_dmabuf(incaps);
+  {
+    // Per caps: a new uploader (the old one waits for its staging writes as it goes).
+    std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+    if (st.uploader)
+      AddStats(st.stats, st.uploader->stats());
+    st.uploader = std::make_unique<GstOpUploader>(
+        GST_ELEMENT(self), gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self)),
+        st.force_staging);
   }
   gst_base_transform_set_passthrough(trans, gst_caps_is_equal(incaps, outcaps));
   GST_DEBUG_OBJECT(self, "%s, passthrough %d", st.is_video ? "video" : "tensors",
@@ -193,7 +248,13 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
     *outbuf = inbuf;
     return GST_FLOW_OK;
   }
+  st.imported = false;
   if (st.is_video) {
+    if (st.dmabuf && !gst_buffer_get_video_meta(inbuf)) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("DMABuf frame without a GstVideoMeta"),
+                        ("strides and plane offsets of DMABuf input must come in a GstVideoMeta"));
+      return GST_FLOW_ERROR;
+    }
     GstVideoInfo layout;
     if (!gst_op_video_info_from_buffer(&st.caps_info, inbuf, &layout)) {
       GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame does not match its caps"),
@@ -201,6 +262,21 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
                          gst_buffer_get_size(inbuf), GST_VIDEO_INFO_WIDTH(&st.caps_info),
                          GST_VIDEO_INFO_HEIGHT(&st.caps_info), GST_VIDEO_INFO_NAME(&st.caps_info)));
       return GST_FLOW_ERROR;
+    }
+    if (st.dmabuf) {
+      std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+      auto imported = st.uploader->Import(inbuf, layout);
+      if (!imported.ok()) {
+        GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not import a DMABuf frame"),
+                          ("%s", imported.status().ToString().c_str()));
+        return GST_FLOW_ERROR;
+      }
+      if (*imported) {
+        *outbuf = *imported;
+        st.imported = true;
+        GST_BASE_TRANSFORM_GET_CLASS(trans)->copy_metadata(trans, inbuf, *outbuf);
+        return GST_FLOW_OK;
+      }
     }
     GstVideoInfo have;
     bool fits = st.pool && GST_IS_OP_BUFFER_POOL(st.pool) &&
@@ -253,13 +329,16 @@ static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const c
   return GST_FLOW_ERROR;
 }
 
-// Enqueues the copies of `pending`'s mapped input into `outbuf`; returns the last event.
-static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, op::cl::Queue &queue,
-                                                       GstBuffer *outbuf, Pending &pending) {
+// Enqueues the copies of `pending`'s mapped input into `outbuf` through the uploader; returns
+// the last event and sets *host_done when the input's bytes are no longer needed.
+static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstBuffer *outbuf,
+                                                       Pending &pending, bool *host_done) {
   State &st = *self->state;
   op::cl::EventList wait;
   gst_op_buffer_add_write_events(outbuf, &wait);
-  op::cl::EventHandle last;
+  // One region per plane or tensor, in a vector that keeps its capacity between frames.
+  std::vector<GstOpUploader::Region> &regions = st.regions;
+  regions.clear();
   if (st.is_video) {
     GstVideoInfo in_layout, out_layout;
     gst_op_video_info_from_buffer(&st.caps_info, pending.buffer, &in_layout);
@@ -274,35 +353,50 @@ static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, op::
     const guint8 *src = pending.maps[0].data;
     if (gst_op_video_info_same_layout(&in_layout, &out_layout)) {
       // The same layout: one linear copy of the whole frame, padding included.
-      OP_ASSIGN_OR_RETURN(last,
-                          queue.Write(mem, base, MIN(in_layout.size, out_layout.size), src, wait));
+      GstOpUploader::Region r;
+      r.dst = mem;
+      r.dst_offset = base;
+      r.src = src;
+      r.bytes = MIN(in_layout.size, out_layout.size);
+      regions.push_back(r);
     } else {
       for (guint p = 0; p < GST_VIDEO_INFO_N_PLANES(&in_layout); p++) {
-        OP_ASSIGN_OR_RETURN(last,
-                            queue.WriteRect(mem, base + out_layout.offset[p], out_layout.stride[p],
-                                            src + in_layout.offset[p], in_layout.stride[p],
-                                            gst_op_video_info_plane_row_bytes(&in_layout, p),
-                                            gst_op_video_info_plane_rows(&in_layout, p), wait));
+        GstOpUploader::Region r;
+        r.dst = mem;
+        r.dst_offset = base + out_layout.offset[p];
+        r.dst_pitch = out_layout.stride[p];
+        r.src = src + in_layout.offset[p];
+        r.src_pitch = in_layout.stride[p];
+        r.row_bytes = gst_op_video_info_plane_row_bytes(&in_layout, p);
+        r.rows = gst_op_video_info_plane_rows(&in_layout, p);
+        regions.push_back(r);
       }
     }
-    return last;
+  } else {
+    // Tensors: pending.maps holds either one map per tensor or one map of everything.
+    gsize offset = 0;
+    for (size_t i = 0; i < st.tensors.tensors.size(); i++) {
+      gsize bytes = st.tensors.tensors[i].bytes();
+      const guint8 *src =
+          pending.maps.size() == 1 ? pending.maps[0].data + offset : pending.maps[i].data;
+      offset += bytes;
+      GstMemory *out_mem = gst_buffer_peek_memory(outbuf, i);
+      GstMapInfo dst;
+      if (!gst_op_memory_map_cl(out_mem, &dst, GST_MAP_WRITE))
+        return op::Internal("output tensor " + std::to_string(i) + " is not OpenCL memory");
+      GstOpUploader::Region r;
+      r.dst = gst_op_map_info_get_cl_mem(&dst);
+      r.dst_offset = out_mem->offset;
+      r.src = src;
+      r.bytes = bytes;
+      gst_memory_unmap(out_mem, &dst);
+      regions.push_back(r);
+    }
   }
-  // Tensors: pending.maps holds either one map per tensor or one map of everything.
-  gsize offset = 0;
-  for (size_t i = 0; i < st.tensors.tensors.size(); i++) {
-    gsize bytes = st.tensors.tensors[i].bytes();
-    const guint8 *src =
-        pending.maps.size() == 1 ? pending.maps[0].data + offset : pending.maps[i].data;
-    offset += bytes;
-    GstMemory *out_mem = gst_buffer_peek_memory(outbuf, i);
-    GstMapInfo dst;
-    if (!gst_op_memory_map_cl(out_mem, &dst, GST_MAP_WRITE))
-      return op::Internal("output tensor " + std::to_string(i) + " is not OpenCL memory");
-    cl_mem mem = gst_op_map_info_get_cl_mem(&dst);
-    gst_memory_unmap(out_mem, &dst);
-    OP_ASSIGN_OR_RETURN(last, queue.Write(mem, out_mem->offset, bytes, src, wait));
-  }
-  return last;
+  std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+  if (!st.uploader)
+    return op::Internal("no caps were set before the first buffer");
+  return st.uploader->Write(regions, wait, host_done);
 }
 
 // Maps the input for reading into `pending`; checks its size against the caps.
@@ -340,6 +434,10 @@ static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, Pending &pendi
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_CL_UPLOAD(trans);
   State &st = *self->state;
+  if (st.imported) {
+    st.imported = false;  // prepare_output_buffer made outbuf from the input itself
+    return GST_FLOW_OK;
+  }
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   auto *pending = new Pending{self, gst_buffer_ref(inbuf), {}};
@@ -356,7 +454,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
                       ("%s", mapped.ToString().c_str()));
     return GST_FLOW_ERROR;
   }
-  auto last = EnqueueCopies(self, queue, outbuf, *pending);
+  bool host_done = false;
+  auto last = EnqueueCopies(self, outbuf, *pending, &host_done);
   op::Status flushed = last.ok() ? queue.Flush() : last.status();
   if (!flushed.ok()) {
     // Nothing may still read the input: wait for what was enqueued before releasing it.
@@ -365,6 +464,11 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     return Fail(self, flushed, st.is_video ? "frame" : "tensors");
   }
   gst_op_buffer_set_write_event(outbuf, last->get());
+  if (host_done) {
+    // Staged: the bytes are in a pinned slot already; the input can go back upstream now.
+    release_now();
+    return GST_FLOW_OK;
+  }
   {
     std::lock_guard<std::mutex> guard(st.lock);
     st.in_flight++;
@@ -389,7 +493,53 @@ static void Close(GstOpBaseFilter *base) {
   std::unique_lock<std::mutex> guard(st.lock);
   st.idle.wait(guard, [&] { return st.in_flight == 0; });
   guard.unlock();
+  {
+    std::lock_guard<std::recursive_mutex> uploader_guard(st.uploader_lock);
+    if (st.uploader)
+      AddStats(st.stats, st.uploader->stats());
+    st.uploader.reset();
+  }
   ReplacePool(st, nullptr);
+}
+
+// Counting starts again with each run.
+static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
+  State &st = *GST_OP_CL_UPLOAD(base)->state;
+  std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+  st.stats = GstOpUploadStats();
+  return TRUE;
+}
+
+static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
+  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  switch (prop_id) {
+    case PROP_FORCE_STAGING: {
+      std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+      st.force_staging = g_value_get_boolean(value);
+      break;
+    }
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
+}
+
+static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
+  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
+  switch (prop_id) {
+    case PROP_FORCE_STAGING:
+      g_value_set_boolean(value, st.force_staging);
+      break;
+    case PROP_STATS: {
+      GstOpUploadStats sum = st.stats;
+      if (st.uploader)
+        AddStats(sum, st.uploader->stats());
+      g_value_take_boxed(value, gst_op_upload_stats_to_structure(sum));
+      break;
+    }
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+  }
 }
 
 static void Finalize(GObject *object) {
@@ -406,6 +556,24 @@ static void gst_op_cl_upload_class_init(GstOpClUploadClass *klass) {
   GstOpBaseFilterClass *filter_class = GST_OP_BASE_FILTER_CLASS(klass);
 
   gobject_class->finalize = Finalize;
+  gobject_class->set_property = SetProperty;
+  gobject_class->get_property = GetProperty;
+  g_object_class_install_property(
+      gobject_class, PROP_FORCE_STAGING,
+      g_param_spec_boolean(
+          "force-staging", "Force staging (debug)",
+          "Debug only: upload through pinned staging buffers, as on discrete GPUs, even when the "
+          "device shares memory with the host (tests that path on PoCL)",
+          FALSE,
+          (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
+  g_object_class_install_property(
+      gobject_class, PROP_STATS,
+      g_param_spec_boxed("stats", "Statistics",
+                         "Uploads, staged uploads, imported DMABuf frames, dmabuf imports, "
+                         "staging buffers created, waits for a staging slot and fallback "
+                         "warnings since the element started",
+                         GST_TYPE_STRUCTURE,
+                         (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
   gst_element_class_set_static_metadata(
@@ -419,6 +587,7 @@ static void gst_op_cl_upload_class_init(GstOpClUploadClass *klass) {
   trans_class->decide_allocation = DecideAllocation;
   trans_class->prepare_output_buffer = PrepareOutputBuffer;
   trans_class->transform = Transform;
+  filter_class->open = Open;
   filter_class->close = Close;
 
   GST_DEBUG_CATEGORY_INIT(gst_op_cl_upload_debug, "opclupload", 0, "OpenCL upload");
