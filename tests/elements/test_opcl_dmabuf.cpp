@@ -160,6 +160,50 @@ TEST_F(OpClDmabuf, ImportWithAMethodTheDeviceLacksFailsWithAStatus) {
   close(fd);
 }
 
+// What an imported frame becomes (the import itself needs hardware with the extensions): a
+// GstOpMemory over a cl_mem it does not own, showing the input's region, keeping the input alive.
+TEST_F(OpClDmabuf, WrappedBufferShowsItsRegionAndKeepsTheInputAlive) {
+  auto ctx = gst_op_context_new("auto");
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  const auto &device = gst_op_context_get_device(*ctx);
+  auto bytes = Random(8192, 11);
+  auto mem = device->CreateBuffer(bytes.size());
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  auto written = gst_op_context_get_queue(*ctx).Write(mem->get(), 0, bytes.size(), bytes.data());
+  ASSERT_TRUE(written.ok());
+  ASSERT_TRUE(op::cl::WaitForEvent(written->get()).ok());
+
+  GstBuffer *input = gst_buffer_new();
+  bool input_freed = false;
+  gst_mini_object_weak_ref(
+      GST_MINI_OBJECT_CAST(input),
+      [](gpointer data, GstMiniObject *) { *static_cast<bool *>(data) = true; }, &input_freed);
+  GstAllocator *allocator = gst_op_allocator_new(*ctx);
+  GstMemory *wrapped = gst_op_allocator_wrap(allocator, *mem, bytes.size(), 4096, 1024,
+                                             GST_MINI_OBJECT_CAST(gst_buffer_ref(input)));
+  ASSERT_NE(wrapped, nullptr);
+  gst_buffer_unref(input);
+  EXPECT_FALSE(input_freed) << "the wrapper must keep the input alive";
+
+  GstMapInfo cl;
+  ASSERT_TRUE(gst_op_memory_map_cl(wrapped, &cl, GST_MAP_READ));
+  EXPECT_EQ(gst_op_map_info_get_cl_mem(&cl), mem->get());
+  gst_memory_unmap(wrapped, &cl);
+  GstMapInfo host;
+  ASSERT_TRUE(gst_memory_map(wrapped, &host, GST_MAP_READ));
+  ASSERT_EQ(host.size, 1024u);
+  EXPECT_EQ(std::memcmp(host.data, bytes.data() + 4096, 1024), 0);
+  gst_memory_unmap(wrapped, &host);
+
+  GstMemory *view = gst_memory_share(wrapped, 0, 16);
+  gst_memory_unref(wrapped);
+  EXPECT_FALSE(input_freed) << "a shared view still aliases the input";
+  gst_memory_unref(view);
+  EXPECT_TRUE(input_freed);
+  gst_object_unref(allocator);
+  gst_object_unref(*ctx);
+}
+
 // ---- caps ----------------------------------------------------------------------------------
 
 TEST_F(OpClDmabuf, SinkOffersDmabufAfterOpenClAndSystemMemory) {
