@@ -306,7 +306,8 @@ op::StatusOr<op::cl::EventHandle> GstOpUploader::Write(const std::vector<Region>
 op::StatusOr<GstBuffer *> GstOpUploader::Import(GstBuffer *inbuf, const GstVideoInfo &layout) {
   const auto &device = gst_op_context_get_device(ctx_);
   if (import_ == GstOpDmabufImport::kNone) {
-    if (stats_.fallback_warnings == 0) {
+    if (!fallback_warned_) {
+      fallback_warned_ = true;
       stats_.fallback_warnings++;
       GST_ELEMENT_WARNING(element_, RESOURCE, SETTINGS,
                           ("DMABuf import not supported by %s; uploading each frame",

@@ -98,6 +98,9 @@ class GstOpUploader {
                                           const op::cl::EventList &wait, bool *host_done);
 
   const GstOpUploadStats &stats() const { return stats_; }
+  // The element already posted the fallback warning this run (an uploader made for new caps
+  // must not repeat it).
+  void MarkFallbackWarned() { fallback_warned_ = true; }
 
  private:
   struct Slot {
@@ -116,6 +119,7 @@ class GstOpUploader {
   GstOpDmabufImport import_ = GstOpDmabufImport::kNone;
   std::array<Slot, kStagingSlots> slots_;
   size_t next_slot_ = 0;
+  bool fallback_warned_ = false;
   GstOpUploadStats stats_;
 };
 

@@ -195,6 +195,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
     st.uploader = std::make_unique<GstOpUploader>(
         GST_ELEMENT(self), gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self)),
         st.force_staging);
+    if (st.stats.fallback_warnings > 0)
+      st.uploader->MarkFallbackWarned();  // said once per run, not once per caps
   }
   gst_base_transform_set_passthrough(trans, gst_caps_is_equal(incaps, outcaps));
   GST_DEBUG_OBJECT(self, "%s, passthrough %d", st.is_video ? "video" : "tensors",

@@ -233,7 +233,7 @@ TEST_F(OpClDmabuf, SinkOffersDmabufAfterOpenClAndSystemMemory) {
 
 // ---- DMABuf input ----------------------------------------------------------------------------
 
-// Three frames of DMABuf input through opclupload ! opcldownload: the bytes come back exactly,
+// Four frames of DMABuf input through opclupload ! opcldownload: the bytes come back exactly,
 // and a device without an import extension says so once.
 void RoundTrip(bool camera) {
   auto ctx = gst_op_context_new("auto");
@@ -256,7 +256,11 @@ void RoundTrip(bool camera) {
   gst_harness_add_propose_allocation_meta(h, GST_VIDEO_META_API_TYPE, nullptr);
   gst_harness_set_src_caps_str(h, kDmabufCaps);
   GstElement *upload = gst_bin_get_by_name(GST_BIN(h->element), "u");
-  for (unsigned i = 1; i <= 3; i++) {
+  for (unsigned i = 1; i <= 4; i++) {
+    // New caps before the last frame: the warning is once per run, not once per caps.
+    if (i == 4)
+      gst_harness_set_src_caps_str(
+          h, "video/x-raw(memory:DMABuf),format=NV12,width=1928,height=1208,framerate=10/1");
     auto bytes = Random(layout.size, i);
     GstBuffer *in = DmabufFrame(dmabuf, layout, bytes);
     ASSERT_NE(in, nullptr);
@@ -283,7 +287,7 @@ void RoundTrip(bool camera) {
 
   EXPECT_EQ(CountWarnings(bus, "DMABuf import not supported by"), 1);
   EXPECT_EQ(Stat(upload, "fallback-warnings"), 1u);
-  EXPECT_EQ(Stat64(upload, "uploads"), 3u);
+  EXPECT_EQ(Stat64(upload, "uploads"), 4u);
   EXPECT_EQ(Stat64(upload, "imported-frames"), 0u);
   gst_object_unref(upload);
   gst_element_set_bus(h->element, nullptr);
