@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_memory_debug);
 #define GST_CAT_DEFAULT gst_op_memory_debug
@@ -21,6 +22,14 @@ struct SharedBuffer {
   GstMiniObject *keep = nullptr;  // what a wrapped buffer aliases, released last
   std::mutex lock;                // guards write_event
   op::cl::EventHandle write_event;
+  // Host maps are counted: the cl_mem is mapped once, by the first map, and unmapped by the
+  // last unmap. Elements on two branches of a tee map the same buffer from two threads, and
+  // separate clEnqueueMapBuffer/Unmap pairs on one cl_mem from several threads are not safe on
+  // every driver (PoCL handed out a pointer another thread's unmap had invalidated).
+  std::mutex map_lock;  // guards the three below
+  void *host = nullptr;
+  int host_maps = 0;
+  bool host_written = false;  // a write map happened since the first map
 };
 }  // namespace
 
@@ -99,34 +108,49 @@ static gpointer MemMap(GstMemory *mem, GstMapInfo *info, gsize) {
     // GstMemory adds mem->offset to what we return; undo it so the caller gets the cl_mem.
     return reinterpret_cast<gpointer>(reinterpret_cast<uintptr_t>(buf.mem.get()) - mem->offset);
   }
-  cl_map_flags flags = 0;
-  if (info->flags & GST_MAP_READ)
-    flags |= CL_MAP_READ;
-  if (info->flags & GST_MAP_WRITE)
-    flags |= CL_MAP_WRITE;
-  op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
-  // A host map is the host's request for the bytes: it has to wait for the last writer.
-  auto mapped = gst_op_context_get_queue(ContextOf(mem))
-                    .Map(buf.mem.get(), flags, 0, mem->maxsize, true, {writer.get()});
-  if (!mapped.ok()) {
-    GST_ERROR("host map of %p failed: %s", mem, mapped.status().ToString().c_str());
-    return nullptr;
+  std::lock_guard<std::mutex> guard(buf.map_lock);
+  if (buf.host_maps == 0) {
+    // The whole cl_mem, read and write, so that every view of it (shares have their own
+    // offsets and sizes) and every later map, read or write, is served by this one mapping.
+    size_t bytes = 0;
+    if (clGetMemObjectInfo(buf.mem.get(), CL_MEM_SIZE, sizeof(bytes), &bytes, nullptr) !=
+            CL_SUCCESS ||
+        bytes == 0)
+      bytes = mem->maxsize;
+    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
+    // A host map is the host's request for the bytes: it has to wait for the last writer.
+    auto mapped =
+        gst_op_context_get_queue(ContextOf(mem))
+            .Map(buf.mem.get(), CL_MAP_READ | CL_MAP_WRITE, 0, bytes, true, {writer.get()});
+    if (!mapped.ok()) {
+      GST_ERROR("host map of %p failed: %s", mem, mapped.status().ToString().c_str());
+      return nullptr;
+    }
+    buf.host = *mapped;
   }
-  return *mapped;
+  buf.host_maps++;
+  if (info->flags & GST_MAP_WRITE)
+    buf.host_written = true;
+  return buf.host;
 }
 
 static void MemUnmap(GstMemory *mem, GstMapInfo *info) {
   if (info->flags & GST_MAP_OP_CL)
     return;
   SharedBuffer &buf = BufferOf(mem);
+  std::lock_guard<std::mutex> guard(buf.map_lock);
+  if (buf.host_maps == 0 || --buf.host_maps > 0)
+    return;
   op::cl::Queue &queue = gst_op_context_get_queue(ContextOf(mem));
-  void *host = static_cast<guint8 *>(info->data) - mem->offset;
-  auto unmapped = queue.Unmap(buf.mem.get(), host);
+  auto unmapped = queue.Unmap(buf.mem.get(), buf.host);
+  buf.host = nullptr;
+  const bool written = std::exchange(buf.host_written, false);
   if (!unmapped.ok()) {
     GST_ERROR("unmap of %p failed: %s", mem, unmapped.status().ToString().c_str());
     return;
   }
-  if (info->flags & GST_MAP_WRITE)
+  // Device work that reads the buffer after a host write must wait for the unmap.
+  if (written)
     gst_op_memory_set_write_event(mem, unmapped->get());
   // The unmap must not sit in the queue until the next frame's flush.
   (void)queue.Flush();
