@@ -189,6 +189,95 @@ def messages(build, log):
     return rows
 
 
+def sample_rpy():
+    gt = os.path.join(ROOT, "samples/drive/groundtruth.json")
+    with open(gt) as f:
+        return ",".join(str(v) for v in json.load(f)["drive"]["calibration_rpy"])
+
+
+def timed(cmd, env=None):
+    """Wall seconds, peak resident memory (KiB) and output of one child process."""
+    with tempfile.TemporaryFile(mode="w+") as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, **(env or {})})
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {text.strip()[-400:]}")
+    return wall, usage.ru_maxrss, text
+
+
+def pipeline(build, vision, policy, frames, log):
+    """The sample drive, both cameras: once as a gst-launch-1.0 line, once through opreplay."""
+    env = {"GST_PLUGIN_PATH": os.path.join(build, "plugins")}
+    rpy = sample_rpy()
+    drive = os.path.join(ROOT, "samples/drive")
+    rows = {}
+    with tempfile.TemporaryDirectory() as d:
+        def launch(n_frames):
+            # filesrc has no frame count: cut the streams with identity's eos-after.
+            cut = f"identity eos-after={n_frames} ! " if n_frames else ""
+            line = (f"filesrc location={drive}/fcamera.hevc ! h265parse ! avdec_h265 ! {cut}"
+                    f"queue ! videoconvert ! video/x-raw,format=NV12 ! opwarp rpy={rpy} ! net.img "
+                    f"filesrc location={drive}/ecamera.hevc ! h265parse ! avdec_h265 ! {cut}"
+                    f"queue ! videoconvert ! video/x-raw,format=NV12 ! opwarp model-input=big_img rpy={rpy} ! "
+                    f"net.big_img "
+                    f"opvision name=net model={vision} ! oppolicy model={policy} ! "
+                    f"opmsgsink location={d}/rlog.zst sync=false")
+            return timed(["gst-launch-1.0", "-q"] + line.split(), env)
+
+        log("pipeline: gst-launch-1.0 (warming the model cache)")
+        launch(5)
+        log(f"pipeline: gst-launch-1.0, {frames} frames and 20 frames")
+        t_all, rss, _ = launch(0 if frames >= 200 else frames)
+        t_20, _, _ = launch(20)
+        n = 200 if frames >= 200 else frames
+        rows["gst-launch-1.0"] = {"wall_s": t_all, "fps": n / t_all,
+                                  "fps_steady": (n - 20) / max(1e-9, t_all - t_20), "rss": rss}
+        log("pipeline: opreplay")
+        wall, rss2, out = timed([os.path.join(build, "tools/opreplay/opreplay"), drive,
+                                 "--vision", vision, "--policy", policy, "--rpy", rpy,
+                                 "--no-video", "--out", d] +
+                                (["--max-frames", str(frames)] if frames < 200 else []), env)
+        m = re.search(r"speed\s+([\d.]+) frames/s", out)
+        stages = re.search(r"ms per frame\s+(.+)", out)
+        rows["opreplay"] = {"wall_s": wall, "fps": float(m.group(1)) if m else None,
+                            "stages": stages.group(1).strip() if stages else "", "rss": rss2}
+    return rows
+
+
+def first_message(build, vision, policy, log):
+    """Time to the first message of a one-frame replay: .opm models, ONNX with empty caches,
+    ONNX from the caches."""
+    rpy = sample_rpy()
+    drive = os.path.join(ROOT, "samples/drive")
+    exe = os.path.join(build, "tools/opreplay/opreplay")
+    opc = os.path.join(build, "tools/opc/opc")
+    out = {}
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as d:
+        env = {"GST_PLUGIN_PATH": os.path.join(build, "plugins"), "XDG_CACHE_HOME": cache}
+
+        def replay(v, p):
+            wall, _, _ = timed([exe, drive, "--vision", v, "--policy", p, "--rpy", rpy,
+                                "--no-video", "--max-frames", "1", "--out", d], env)
+            return wall * 1e3
+
+        log("start-up: ONNX, empty caches")
+        out["ONNX, caches empty (import, codegen, OpenCL builds)"] = replay(vision, policy)
+        log("start-up: ONNX, from the caches")
+        out["ONNX, from the caches"] = replay(vision, policy)
+        vo, po = os.path.join(d, "v.opm"), os.path.join(d, "p.opm")
+        sh([opc, "compile", vision, "-o", vo], env={**os.environ, **env})
+        sh([opc, "compile", policy, "-o", po], env={**os.environ, **env})
+        log("start-up: compiled .opm")
+        out["compiled .opm (OpenCL binaries cached)"] = replay(vo, po)
+    return out
+
+
 def write_report(path, sections):
     with open(path, "w") as f:
         f.write("# Benchmarks\n\n")
@@ -271,8 +360,31 @@ def main():
     sections.append(("Memory plan", "\n".join(mem)))
 
     su = startup(a.build, small[0], log)
-    sections.append(("Start-up (load to ready, vision small)", "\n".join(
+    sections.append(("Network load (load to ready, vision small)", "\n".join(
         ["| from | ms |", "|---|---|"] + [f"| {k} | {fmt_ms(v)} |" for k, v in su.items()])))
+
+    full_ok = all(os.path.exists(os.path.join(ROOT, m)) for m in full) and not a.quick
+    vision, policy = (full if full_ok else small)
+    vision, policy = os.path.join(ROOT, vision), os.path.join(ROOT, policy)
+    which = "full" if full_ok else "small"
+    pl = pipeline(a.build, vision, policy, 200 if full_ok else 40, log)
+    lines = [f"The sample drive (samples/drive, 1928×1208, both cameras), {which} models, "
+             f"log written as rlog.zst. fps counts the whole process (start-up included); "
+             f"steady fps leaves out the first 20 frames.", "",
+             "| how | wall s | fps | steady fps | peak RSS MiB | ms per stage |",
+             "|---|---|---|---|---|---|"]
+    for k, r in pl.items():
+        rss = f"{r['rss'] / 1024:.0f}" if r.get("rss") else "—"
+        lines.append(f"| {k} | {r['wall_s']:.1f} | {fmt_ms(r['fps'])} | "
+                     f"{fmt_ms(r.get('fps_steady'))} | {rss} | {r.get('stages', '—')} |")
+    lines += ["", "opreplay's stage figures: warp is host time in opwarp; vision and policy are "
+              "submission-to-completion times, so frames waiting in the device queue count in "
+              "them (see docs/elements-networks.md)."]
+    sections.append(("Pipeline", "\n".join(lines)))
+
+    fm = first_message(a.build, vision, policy, log)
+    sections.append((f"Time to first message ({which} models, one-frame replay)", "\n".join(
+        ["| models | ms |", "|---|---|"] + [f"| {k} | {fmt_ms(v)} |" for k, v in fm.items()])))
 
     log("warp")
     warp = os.path.join(a.build, "tools/bench_warp/op-bench-warp")
