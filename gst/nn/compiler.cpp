@@ -10,6 +10,7 @@
 #include "cl/program_cache.h"
 #include "nn/onnx_import.h"
 #include "nn/passes.h"
+#include "nn_kernels.h"
 
 namespace op::nn {
 namespace {
@@ -35,11 +36,27 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// Bumped when code generation changes in a way the kernel sources do not show, so that cached
+// models compiled by an older build are not reused.
+constexpr int kCodegenRevision = 1;
+
+// Identifies this build's compiler: the revision, the file format and every kernel template.
+uint64_t CompilerFingerprint() {
+  uint64_t h = cl::Fnv1a64("codegen " + std::to_string(kCodegenRevision) + " format " +
+                           std::to_string(kModelFormatVersion));
+  size_t n = 0;
+  const kernels::Embedded *all = kernels::All(&n);
+  for (size_t i = 0; i < n; i++)
+    h = cl::Fnv1a64(all[i].source, cl::Fnv1a64(all[i].name, h));
+  return h;
+}
+
 // Everything besides the model bytes that changes the compiled result.
 std::string OptionsKey(const CodegenOptions &c, const CompileOptions &o) {
-  std::string k = std::string(cl::ProfileName(c.profile)) + "|" + PrecisionName(c.precision) + "|" +
-                  (c.fp16_compute ? "h" : "-") + (c.image_weights ? "i" : "-") + "|" +
-                  std::to_string(c.alignment) + "|" + (o.fuse ? "fuse" : "nofuse");
+  std::string k = Hex(CompilerFingerprint()) + "|" + std::string(cl::ProfileName(c.profile)) + "|" +
+                  PrecisionName(c.precision) + "|" + (c.fp16_compute ? "h" : "-") +
+                  (c.image_weights ? "i" : "-") + "|" + std::to_string(c.alignment) + "|" +
+                  (o.fuse ? "fuse" : "nofuse");
   for (const auto &[name, shape] : o.shapes)
     k += "|" + name + "=" + shape.ToString();
   return k;

@@ -4,8 +4,9 @@
 // fusion) and code generation. LoadOrCompile is what elements and tools call: given a compiled
 // model (.opm) it reads it; given an ONNX file it looks in the cache
 // ($XDG_CACHE_HOME/gst-op/models, else ~/.cache/gst-op/models) under a key made of the model
-// file's hash, the options and the device's name, driver and platform versions, compiling and
-// storing on a miss. A cache entry that fails to load is recompiled and replaced.
+// file's hash, the options, this build's compiler (kernel templates and a revision number) and
+// the device's name, driver and platform versions, compiling and storing on a miss. A cache entry
+// that fails to load is recompiled and replaced.
 #pragma once
 
 #include <string>

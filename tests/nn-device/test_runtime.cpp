@@ -2,7 +2,10 @@
 // fields), and the executor's run-time contract (same result twice, nothing allocated per run).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <cstdlib>
 #include <new>
 
@@ -386,6 +389,49 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
       ASSERT_NEAR(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)), 1e-5)
           << PrecisionName(p) << " element " << i;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// The on-disk cache of compiled models: a second load is a hit, a corrupted entry is compiled
+// again and replaced, and an .opm file is read as it is.
+TEST(Compiler, CachesCompiledModelsAndRecoversFromACorruptEntry) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  std::string dir = ::testing::TempDir() + "/nn-device-cache-" + std::to_string(getpid());
+  CompileOptions o;
+  o.cache_dir = dir;
+  std::string model = SourceRoot() + "/models/driving_policy_small.onnx";
+  LoadInfo first, second, third;
+  auto a = LoadOrCompile(model, *dev.device, o, &first);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(first.compiled);
+  EXPECT_FALSE(first.from_cache);
+  auto b = LoadOrCompile(model, *dev.device, o, &second);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.cache_path, first.cache_path);
+  EXPECT_EQ(*SerializeModel(*a), *SerializeModel(*b));
+  {
+    std::ofstream f(first.cache_path, std::ios::binary | std::ios::trunc);
+    f << "OPM1 garbage";
+  }
+  auto c = LoadOrCompile(model, *dev.device, o, &third);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(third.compiled);
+  EXPECT_TRUE(ReadModelFile(first.cache_path).ok());
+  // Another precision is another entry.
+  o.precision = Precision::kFp16;
+  LoadInfo fourth;
+  ASSERT_TRUE(LoadOrCompile(model, *dev.device, o, &fourth).ok());
+  EXPECT_NE(fourth.cache_path, first.cache_path);
+  LoadInfo opm;
+  auto d = LoadOrCompile(first.cache_path, *dev.device, o, &opm);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(opm.compiled);
+  EXPECT_EQ(d->precision, "fp32");
 }
 
 }  // namespace
