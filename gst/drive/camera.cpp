@@ -174,6 +174,21 @@ StatusOr<DeviceType> DeviceTypeFromFrameSize(int width, int height) {
                   "(\"fx,fy,cx,cy\") for this camera");
 }
 
+StatusOr<Intrinsics> PresetIntrinsics(std::optional<DeviceType> device, CameraRole role, int width,
+                                      int height) {
+  if (!device) {
+    OP_ASSIGN_OR_RETURN(device, DeviceTypeFromFrameSize(width, height));
+  }
+  const FrameSize sensor = SensorSize(*device);
+  if (sensor.width != width || sensor.height != height)
+    return InvalidArgument(std::string("device type ") + DeviceTypeName(*device) + " has " +
+                           std::to_string(sensor.width) + "x" + std::to_string(sensor.height) +
+                           " frames, these are " + std::to_string(width) + "x" +
+                           std::to_string(height) +
+                           "; set the intrinsics (\"fx,fy,cx,cy\") for this camera");
+  return CameraIntrinsics(*device, role);
+}
+
 Intrinsics ModelIntrinsics(ModelFrame f) {
   switch (f) {
     case ModelFrame::kMedmodel:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,12 @@ Intrinsics CameraIntrinsics(DeviceType t, CameraRole r);
 // The device whose sensor has this size: 1928×1208 → tici, 1344×760 → mici. Any other size is
 // NotFound, with a message that says to set the device type or the intrinsics.
 StatusOr<DeviceType> DeviceTypeFromFrameSize(int width, int height);
+// The preset intrinsics of camera `role` for width×height frames: those of `device`, or with
+// nullopt those of the device whose sensor has this size. NotFound when no sensor has this size
+// (see DeviceTypeFromFrameSize); InvalidArgument when `device`'s sensor has another size, since
+// presets for another frame size would put every pixel in the wrong place.
+StatusOr<Intrinsics> PresetIntrinsics(std::optional<DeviceType> device, CameraRole role, int width,
+                                      int height);
 
 // Every model frame is 512×256 pixels of Y (and 256×128 of U and V).
 constexpr int kModelWidth = 512;

@@ -59,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gstopcamerasettings.h"
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
@@ -73,7 +74,6 @@ GST_DEBUG_CATEGORY_STATIC(gst_op_overlay_debug);
 #define GST_CAT_DEFAULT gst_op_overlay_debug
 
 using op::drive::CameraRole;
-using op::drive::DeviceType;
 using op::overlay::Colour;
 
 #define VIDEO_CAPS GST_VIDEO_CAPS_MAKE("{ BGRx, BGRA, RGBx, RGBA, xRGB, xBGR, ARGB, ABGR }")
@@ -89,26 +89,7 @@ static GstStaticPadTemplate src_template =
 
 // ---- Enums --------------------------------------------------------------------------------
 
-enum GstOpOverlayDeviceType {
-  GST_OP_OVERLAY_DEVICE_TYPE_AUTO,
-  GST_OP_OVERLAY_DEVICE_TYPE_TICI,
-  GST_OP_OVERLAY_DEVICE_TYPE_TIZI,
-  GST_OP_OVERLAY_DEVICE_TYPE_MICI,
-};
 enum GstOpOverlayCamera { GST_OP_OVERLAY_CAMERA_ROAD, GST_OP_OVERLAY_CAMERA_WIDE };
-
-static GType gst_op_overlay_device_type_get_type() {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-      {GST_OP_OVERLAY_DEVICE_TYPE_AUTO, "from the frame size", "auto"},
-      {GST_OP_OVERLAY_DEVICE_TYPE_TICI, "comma 3 (1928x1208)", "tici"},
-      {GST_OP_OVERLAY_DEVICE_TYPE_TIZI, "comma 3X (1928x1208)", "tizi"},
-      {GST_OP_OVERLAY_DEVICE_TYPE_MICI, "comma four (1344x760)", "mici"},
-      {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type))
-    g_once_init_leave(&type, g_enum_register_static("GstOpOverlayDeviceType", values));
-  return type;
-}
 
 static GType gst_op_overlay_camera_get_type() {
   static GType type = 0;
@@ -159,7 +140,7 @@ constexpr Colour kTruthColour{255, 220, 0, 0.85f};
 struct Settings {
   std::string rpy_string;
   op::drive::Rpy rpy;
-  GstOpOverlayDeviceType device_type = GST_OP_OVERLAY_DEVICE_TYPE_AUTO;
+  GstOpDeviceType device_type = GST_OP_DEVICE_TYPE_AUTO;
   GstOpOverlayCamera camera = GST_OP_OVERLAY_CAMERA_ROAD;
   std::string intrinsics_string;
   std::optional<op::drive::Intrinsics> intrinsics;
@@ -268,7 +249,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     }
     case PROP_DEVICE_TYPE: {
       std::lock_guard<std::mutex> guard(impl.lock);
-      impl.settings.device_type = GstOpOverlayDeviceType(g_value_get_enum(value));
+      impl.settings.device_type = GstOpDeviceType(g_value_get_enum(value));
       break;
     }
     case PROP_CAMERA: {
@@ -342,47 +323,16 @@ static bool ResolveCamera(GstOpOverlay *self, int width, int height) {
     std::lock_guard<std::mutex> guard(self->impl->lock);
     s = self->impl->settings;
   }
-  if (s.intrinsics) {
-    self->impl->camera = *s.intrinsics;
-    return true;
-  }
-  DeviceType type = DeviceType::kTici;
-  switch (s.device_type) {
-    case GST_OP_OVERLAY_DEVICE_TYPE_AUTO: {
-      auto found = op::drive::DeviceTypeFromFrameSize(width, height);
-      if (!found.ok()) {
-        GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                          ("No camera preset for %dx%d video: set the \"intrinsics\" property "
-                           "(\"fx,fy,cx,cy\") or \"device-type\"",
-                           width, height),
-                          ("%s", found.status().ToString().c_str()));
-        return false;
-      }
-      type = *found;
-      break;
-    }
-    case GST_OP_OVERLAY_DEVICE_TYPE_TICI:
-      type = DeviceType::kTici;
-      break;
-    case GST_OP_OVERLAY_DEVICE_TYPE_TIZI:
-      type = DeviceType::kTizi;
-      break;
-    case GST_OP_OVERLAY_DEVICE_TYPE_MICI:
-      type = DeviceType::kMici;
-      break;
-  }
-  const op::drive::FrameSize sensor = op::drive::SensorSize(type);
-  if (sensor.width != width || sensor.height != height) {
-    // Presets for another frame size would draw everything in the wrong place.
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                      ("device-type %s has %dx%d frames, this video is %dx%d: set the "
-                       "\"intrinsics\" property (\"fx,fy,cx,cy\") for this video",
-                       op::drive::DeviceTypeName(type), sensor.width, sensor.height, width, height),
-                      (nullptr));
+  // Presets for another frame size would draw everything in the wrong place: that is an error.
+  auto resolved = gst_op_camera_settings_resolve(
+      s.device_type, s.camera == GST_OP_OVERLAY_CAMERA_WIDE ? CameraRole::kWide : CameraRole::kRoad,
+      s.intrinsics, width, height);
+  if (!resolved.ok()) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", resolved.status().message().c_str()),
+                      ("%dx%d video", width, height));
     return false;
   }
-  self->impl->camera = op::drive::CameraIntrinsics(
-      type, s.camera == GST_OP_OVERLAY_CAMERA_WIDE ? CameraRole::kWide : CameraRole::kRoad);
+  self->impl->camera = *resolved;
   return true;
 }
 
@@ -910,8 +860,7 @@ static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
       g_param_spec_enum("device-type", "Device type",
                         "Camera presets of the comma device (auto: from the frame size, "
                         "1928x1208 tici, 1344x760 mici)",
-                        gst_op_overlay_device_type_get_type(), GST_OP_OVERLAY_DEVICE_TYPE_AUTO,
-                        ready));
+                        GST_TYPE_OP_DEVICE_TYPE, GST_OP_DEVICE_TYPE_AUTO, ready));
   g_object_class_install_property(
       gobject_class, PROP_CAMERA,
       g_param_spec_enum("camera", "Camera", "Whose preset intrinsics the video was taken with",
@@ -966,7 +915,7 @@ static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
   agg_class->create_new_pad = CreateNewPad;
   agg_class->get_next_time = gst_aggregator_simple_get_next_time;
 
-  gst_type_mark_as_plugin_api(gst_op_overlay_device_type_get_type(), (GstPluginAPIFlags)0);
+  gst_type_mark_as_plugin_api(GST_TYPE_OP_DEVICE_TYPE, (GstPluginAPIFlags)0);
   gst_type_mark_as_plugin_api(gst_op_overlay_camera_get_type(), (GstPluginAPIFlags)0);
   GST_DEBUG_CATEGORY_INIT(gst_op_overlay_debug, "opoverlay", 0, "openpilot prediction overlay");
 }

@@ -52,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/gstopcamerasettings.h"
 #include "drive/camera.h"
 #include "drive/warp.h"
 #include "op/gstopbufferpool.h"
@@ -62,19 +63,12 @@ GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
 #define GST_CAT_DEFAULT gst_op_warp_debug
 
 using op::drive::CameraRole;
-using op::drive::DeviceType;
 using op::drive::ModelFrame;
 
 // ---- Enums --------------------------------------------------------------------------------
 
 enum GstOpWarpModelInput { GST_OP_WARP_MODEL_INPUT_IMG, GST_OP_WARP_MODEL_INPUT_BIG_IMG };
 enum GstOpWarpCamera { GST_OP_WARP_CAMERA_AUTO, GST_OP_WARP_CAMERA_ROAD, GST_OP_WARP_CAMERA_WIDE };
-enum GstOpWarpDeviceType {
-  GST_OP_WARP_DEVICE_TYPE_AUTO,
-  GST_OP_WARP_DEVICE_TYPE_TICI,
-  GST_OP_WARP_DEVICE_TYPE_TIZI,
-  GST_OP_WARP_DEVICE_TYPE_MICI,
-};
 
 static GType gst_op_warp_model_input_get_type() {
   static GType type = 0;
@@ -96,19 +90,6 @@ static GType gst_op_warp_camera_get_type() {
       {0, nullptr, nullptr}};
   if (g_once_init_enter(&type))
     g_once_init_leave(&type, g_enum_register_static("GstOpWarpCamera", values));
-  return type;
-}
-
-static GType gst_op_warp_device_type_get_type() {
-  static GType type = 0;
-  static const GEnumValue values[] = {
-      {GST_OP_WARP_DEVICE_TYPE_AUTO, "from the frame size", "auto"},
-      {GST_OP_WARP_DEVICE_TYPE_TICI, "comma 3 (1928x1208)", "tici"},
-      {GST_OP_WARP_DEVICE_TYPE_TIZI, "comma 3X (1928x1208)", "tizi"},
-      {GST_OP_WARP_DEVICE_TYPE_MICI, "comma four (1344x760)", "mici"},
-      {0, nullptr, nullptr}};
-  if (g_once_init_enter(&type))
-    g_once_init_leave(&type, g_enum_register_static("GstOpWarpDeviceType", values));
   return type;
 }
 
@@ -159,7 +140,7 @@ namespace {
 struct Settings {
   GstOpWarpModelInput model_input = GST_OP_WARP_MODEL_INPUT_IMG;
   GstOpWarpCamera camera = GST_OP_WARP_CAMERA_AUTO;
-  GstOpWarpDeviceType device_type = GST_OP_WARP_DEVICE_TYPE_AUTO;
+  GstOpDeviceType device_type = GST_OP_DEVICE_TYPE_AUTO;
   std::string intrinsics_string;
   std::optional<op::drive::Intrinsics> intrinsics;
   std::string rpy_string;
@@ -340,7 +321,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     }
     case PROP_DEVICE_TYPE: {
       std::lock_guard<std::mutex> guard(impl.lock);
-      impl.settings.device_type = GstOpWarpDeviceType(g_value_get_enum(value));
+      impl.settings.device_type = GstOpDeviceType(g_value_get_enum(value));
       break;
     }
     case PROP_INTRINSICS:
@@ -447,48 +428,17 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   if (settings.camera == GST_OP_WARP_CAMERA_WIDE)
     role = CameraRole::kWide;
 
-  op::drive::Intrinsics camera;
-  if (settings.intrinsics) {
-    camera = *settings.intrinsics;
-  } else {
-    DeviceType device = DeviceType::kTici;
-    switch (settings.device_type) {
-      case GST_OP_WARP_DEVICE_TYPE_AUTO: {
-        auto found = op::drive::DeviceTypeFromFrameSize(w, h);
-        if (!found.ok()) {
-          GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                            ("No camera preset for %dx%d frames: set the \"intrinsics\" property "
-                             "(\"fx,fy,cx,cy\") for this camera",
-                             w, h),
-                            ("%s", found.status().ToString().c_str()));
-          return FALSE;
-        }
-        device = *found;
-        break;
-      }
-      case GST_OP_WARP_DEVICE_TYPE_TICI:
-        device = DeviceType::kTici;
-        break;
-      case GST_OP_WARP_DEVICE_TYPE_TIZI:
-        device = DeviceType::kTizi;
-        break;
-      case GST_OP_WARP_DEVICE_TYPE_MICI:
-        device = DeviceType::kMici;
-        break;
-    }
-    const op::drive::FrameSize sensor = op::drive::SensorSize(device);
-    if (sensor.width != w || sensor.height != h) {
-      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                        ("device-type %s has %dx%d frames, these are %dx%d: set the "
-                         "\"intrinsics\" property (\"fx,fy,cx,cy\") for this camera",
-                         op::drive::DeviceTypeName(device), sensor.width, sensor.height, w, h),
-                        ("caps %" GST_PTR_FORMAT, incaps));
-      return FALSE;
-    }
-    camera = op::drive::CameraIntrinsics(device, role);
-    GST_INFO_OBJECT(self, "%s %s camera presets", op::drive::DeviceTypeName(device),
-                    op::drive::CameraRoleName(role));
+  auto resolved =
+      gst_op_camera_settings_resolve(settings.device_type, role, settings.intrinsics, w, h);
+  if (!resolved.ok()) {
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", resolved.status().message().c_str()),
+                      ("caps %" GST_PTR_FORMAT, incaps));
+    return FALSE;
   }
+  const op::drive::Intrinsics camera = *resolved;
+  GST_INFO_OBJECT(self, "%s camera, intrinsics %g,%g,%g,%g%s", op::drive::CameraRoleName(role),
+                  camera.fx, camera.fy, camera.cx, camera.cy,
+                  settings.intrinsics ? "" : " (presets)");
 
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   if (!ctx) {
@@ -884,7 +834,7 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
       g_param_spec_enum("device-type", "Device type",
                         "Camera presets of the comma device (auto: from the frame size, "
                         "1928x1208 tici, 1344x760 mici)",
-                        gst_op_warp_device_type_get_type(), GST_OP_WARP_DEVICE_TYPE_AUTO, ready));
+                        GST_TYPE_OP_DEVICE_TYPE, GST_OP_DEVICE_TYPE_AUTO, ready));
   g_object_class_install_property(
       gobject_class, PROP_INTRINSICS,
       g_param_spec_string("intrinsics", "Intrinsics",
@@ -919,7 +869,7 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
 
   gst_type_mark_as_plugin_api(gst_op_warp_model_input_get_type(), GstPluginAPIFlags(0));
   gst_type_mark_as_plugin_api(gst_op_warp_camera_get_type(), GstPluginAPIFlags(0));
-  gst_type_mark_as_plugin_api(gst_op_warp_device_type_get_type(), GstPluginAPIFlags(0));
+  gst_type_mark_as_plugin_api(GST_TYPE_OP_DEVICE_TYPE, GstPluginAPIFlags(0));
   GST_DEBUG_CATEGORY_INIT(gst_op_warp_debug, "opwarp", 0, "openpilot model-input warp");
 }
 

@@ -69,6 +69,24 @@ TEST(Camera, DeviceTypeFromFrameSize) {
   EXPECT_NE(other.status().message().find("intrinsics"), std::string::npos);
 }
 
+TEST(Camera, PresetIntrinsicsForAFrameSize) {
+  // Auto goes by the frame size; tizi shares tici's sensor.
+  auto auto_mici = PresetIntrinsics(std::nullopt, CameraRole::kWide, 1344, 760);
+  ASSERT_TRUE(auto_mici.ok());
+  EXPECT_EQ(auto_mici->fx, CameraIntrinsics(DeviceType::kMici, CameraRole::kWide).fx);
+  auto tizi = PresetIntrinsics(DeviceType::kTizi, CameraRole::kRoad, 1928, 1208);
+  ASSERT_TRUE(tizi.ok());
+  EXPECT_EQ(tizi->fx, CameraIntrinsics(DeviceType::kTizi, CameraRole::kRoad).fx);
+  auto none = PresetIntrinsics(std::nullopt, CameraRole::kRoad, 640, 480);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+  auto mismatch = PresetIntrinsics(DeviceType::kMici, CameraRole::kRoad, 1928, 1208);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_EQ(mismatch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("mici"), std::string::npos);
+  EXPECT_NE(mismatch.status().message().find("intrinsics"), std::string::npos);
+}
+
 TEST(Camera, ParseDeviceType) {
   EXPECT_EQ(*ParseDeviceType("tizi"), DeviceType::kTizi);
   EXPECT_EQ(*ParseDeviceType("MICI"), DeviceType::kMici);
