@@ -89,8 +89,16 @@ def machine(build):
             break
     dev = "none"
     try:
+        # "Platform #0: NAME" then " `-- Device #0: NAME" lines → "NAME: NAME; ..."
         out = sh(["clinfo", "--list"])
-        dev = "; ".join(l.strip() for l in out.splitlines() if l.strip())
+        devs, platform_name = [], ""
+        for line in out.splitlines():
+            name = line.split(":", 1)[1].strip() if ":" in line else ""
+            if line.startswith("Platform"):
+                platform_name = name
+            elif name:
+                devs.append(f"{platform_name}: {name}")
+        dev = "; ".join(devs) or "none"
     except Exception:
         pass
     drv = ""
