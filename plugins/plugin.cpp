@@ -24,4 +24,4 @@ static gboolean plugin_init(GstPlugin *plugin) {
 #define PACKAGE "gst-op"
 GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, op,
                   "openpilot's driving model as OpenCL GStreamer elements", plugin_init, "0.1.0",
-                  "MIT/X11", "gst-op", "https://github.com/commaai/openpilot")
+                  "MIT/X11", "gst-op", "Unknown package origin")
