@@ -78,13 +78,6 @@ struct PolicyPlan {
   op::drive::TemporalShape shape;
 };
 
-std::string Dims(const GstOpTensorDesc &t) {
-  std::string s = "(";
-  for (size_t i = 0; i < t.dims.size(); i++)
-    s += (i ? "," : "") + std::to_string(t.dims[i]);
-  return s + ")";
-}
-
 op::StatusOr<PolicyPlan> PlanPolicy(const Network &net) {
   PolicyPlan plan;
   const GstOpTensorInfo &in = net.inputs();
@@ -98,26 +91,13 @@ op::StatusOr<PolicyPlan> PlanPolicy(const Network &net) {
       return op::InvalidArgument("model input \"" + name +
                                  "\" is none of features_buffer, desire_pulse, "
                                  "traffic_convention (is this a policy model?)");
-    if (in.tensors[i].type != GstOpTensorType::kFloat32)
-      return op::InvalidArgument("model input \"" + name + "\" is not float32");
     *slot = int(i);
   }
   if (plan.features < 0 || plan.desire < 0 || plan.traffic < 0)
     return op::InvalidArgument(
         "a policy model has the inputs features_buffer, desire_pulse and traffic_convention");
-  const GstOpTensorDesc &f = in.tensors[plan.features];
-  const GstOpTensorDesc &d = in.tensors[plan.desire];
-  const GstOpTensorDesc &t = in.tensors[plan.traffic];
-  if (f.dims.size() != 3 || f.dims[0] != 1 || d.dims.size() != 3 || d.dims[0] != 1 ||
-      d.dims[1] != f.dims[1] || t.dims != std::vector<int64_t>{1, 2})
-    return op::InvalidArgument("model inputs features_buffer " + Dims(f) + ", desire_pulse " +
-                               Dims(d) + ", traffic_convention " + Dims(t) +
-                               " are not (1,S,W), (1,S,D), (1,2)");
-  plan.shape.steps = int(f.dims[1]);
-  plan.shape.width = int(f.dims[2]);
-  plan.shape.desire_width = int(d.dims[2]);
-  plan.shape.lag = 0;  // this frame's hidden state is pushed before the run
-  OP_RETURN_IF_ERROR(plan.shape.Validate());
+  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
+                                                                 plan.traffic, false));
   return plan;
 }
 

@@ -114,13 +114,6 @@ struct ModelPlan {
   op::drive::TemporalShape shape;
 };
 
-std::string Dims(const GstOpTensorDesc &t) {
-  std::string s = "(";
-  for (size_t i = 0; i < t.dims.size(); i++)
-    s += (i ? "," : "") + std::to_string(t.dims[i]);
-  return s + ")";
-}
-
 op::StatusOr<ModelPlan> PlanModel(const Network &net) {
   ModelPlan plan;
   const GstOpTensorInfo &in = net.inputs();
@@ -152,22 +145,8 @@ op::StatusOr<ModelPlan> PlanModel(const Network &net) {
   if (temporal != 3)
     return op::InvalidArgument(
         "a combined model needs all of features_buffer, desire_pulse and traffic_convention");
-  const GstOpTensorDesc &f = in.tensors[plan.features];
-  const GstOpTensorDesc &d = in.tensors[plan.desire];
-  const GstOpTensorDesc &t = in.tensors[plan.traffic];
-  for (const GstOpTensorDesc *x : {&f, &d, &t})
-    if (x->type != GstOpTensorType::kFloat32)
-      return op::InvalidArgument("model input \"" + x->name + "\" is not float32");
-  if (f.dims.size() != 3 || f.dims[0] != 1 || d.dims.size() != 3 || d.dims[0] != 1 ||
-      d.dims[1] != f.dims[1] || t.dims != std::vector<int64_t>{1, 2})
-    return op::InvalidArgument("model inputs features_buffer " + Dims(f) + ", desire_pulse " +
-                               Dims(d) + ", traffic_convention " + Dims(t) +
-                               " are not (1,S,W), (1,S,D), (1,2)");
-  plan.shape.steps = int(f.dims[1]);
-  plan.shape.width = int(f.dims[2]);
-  plan.shape.desire_width = int(d.dims[2]);
-  plan.shape.lag = plan.shape.skip - 1;  // the network appends this frame's hidden state
-  OP_RETURN_IF_ERROR(plan.shape.Validate());
+  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
+                                                                 plan.traffic, true));
   const GstOpTensorSlice *hidden = net.outputs().FindSlice("hidden_state");
   if (!hidden)
     return op::InvalidArgument("a combined model needs an output slice \"hidden_state\"");

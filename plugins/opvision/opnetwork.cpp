@@ -30,6 +30,38 @@ const char *PrecisionName(Precision p) {
   return "unknown";
 }
 
+namespace {
+std::string Dims(const GstOpTensorDesc &t) {
+  std::string s = "(";
+  for (size_t i = 0; i < t.dims.size(); i++)
+    s += (i ? "," : "") + std::to_string(t.dims[i]);
+  return s + ")";
+}
+}  // namespace
+
+StatusOr<drive::TemporalShape> TemporalInputShape(const GstOpTensorInfo &inputs, int features,
+                                                  int desire, int traffic, bool appends_hidden) {
+  const GstOpTensorDesc &f = inputs.tensors[features];
+  const GstOpTensorDesc &d = inputs.tensors[desire];
+  const GstOpTensorDesc &t = inputs.tensors[traffic];
+  for (const GstOpTensorDesc *x : {&f, &d, &t})
+    if (x->type != GstOpTensorType::kFloat32)
+      return InvalidArgument("model input \"" + x->name + "\" is not float32");
+  if (f.dims.size() != 3 || f.dims[0] != 1 || d.dims.size() != 3 || d.dims[0] != 1 ||
+      d.dims[1] != f.dims[1] || t.dims != std::vector<int64_t>{1, 2})
+    return InvalidArgument("model inputs features_buffer " + Dims(f) + ", desire_pulse " + Dims(d) +
+                           ", traffic_convention " + Dims(t) + " are not (1,S,W), (1,S,D), (1,2)");
+  drive::TemporalShape shape;
+  shape.steps = int(f.dims[1]);
+  shape.width = int(f.dims[2]);
+  shape.desire_width = int(d.dims[2]);
+  // A separate policy network reads after this frame's hidden state was pushed; a combined
+  // one appends it itself.
+  shape.lag = appends_hidden ? shape.skip - 1 : 0;
+  OP_RETURN_IF_ERROR(shape.Validate());
+  return shape;
+}
+
 Status CheckInput(const GstOpTensorDesc &input, const GstOpTensorInfo &caps_info,
                   const std::string &pad_name) {
   // Upstream may call its tensor anything (opwarp names it after its role); a pad carrying one

@@ -13,6 +13,7 @@
 
 #include "cl/device.h"
 #include "cl/queue.h"
+#include "drive/temporal.h"
 #include "op/gstoptensor.h"
 
 namespace op::vision {
@@ -45,6 +46,13 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
 // wants and what the caps carry.
 Status CheckInput(const GstOpTensorDesc &input, const GstOpTensorInfo &caps_info,
                   const std::string &pad_name);
+
+// The temporal inputs of a policy or combined model, features_buffer (1,S,W), desire_pulse
+// (1,S,D) and traffic_convention (1,2), all float32, at the given input indices, checked and
+// turned into the shape of the queues that feed them. A combined network appends this frame's
+// hidden state itself (`appends_hidden`), so its queues lag by skip − 1 frames.
+StatusOr<drive::TemporalShape> TemporalInputShape(const GstOpTensorInfo &inputs, int features,
+                                                  int desire, int traffic, bool appends_hidden);
 
 // The output description of an element that emits `first` followed by the tensors of `second`
 // (oppolicy: the vision outputs then the policy outputs). Tensor names must stay unique, so a
