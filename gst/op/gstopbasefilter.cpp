@@ -70,6 +70,35 @@ GstCaps *gst_op_caps_with_both_memories(const GstCaps *caps) {
   return gst_caps_merge(out, gst_op_caps_with_feature(caps, GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY));
 }
 
+GstCaps *gst_op_caps_converted(GstBaseTransform *trans, const GstCaps *caps, const char *feature) {
+  GstCaps *out = gst_op_caps_with_feature(caps, feature);
+  // Only a linked peer can say: an unlinked pad accepts anything, which would hide the input
+  // caps from link-time checks.
+  bool converted_only = false;
+  GstPad *peer = gst_pad_get_peer(GST_BASE_TRANSFORM_SRC_PAD(trans));
+  if (peer) {
+    converted_only = gst_caps_is_fixed(caps) && !gst_caps_is_equal(out, caps) &&
+                     gst_pad_query_accept_caps(peer, out);
+    gst_object_unref(peer);
+  }
+  if (!converted_only)
+    out = gst_caps_merge(out, gst_caps_copy(caps));
+  return out;
+}
+
+void gst_op_caps_split_by_memory(const GstCaps *caps, GstCaps **op, GstCaps **other) {
+  *op = gst_caps_new_empty();
+  *other = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+    GstCapsFeatures *f = gst_caps_get_features(caps, i);
+    GstCaps *one = gst_caps_copy_nth(caps, i);
+    if (f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_OP_CL))
+      *op = gst_caps_merge(*op, one);
+    else
+      *other = gst_caps_merge(*other, one);
+  }
+}
+
 // GObject ----------------------------------------------------------------------------------
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {

@@ -59,3 +59,11 @@ GstCaps *gst_op_caps_with_both_memories(const GstCaps *caps);
 // `caps` with every structure set to `feature` (GST_CAPS_FEATURE_MEMORY_OP_CL or
 // GST_CAPS_FEATURE_MEMORY_SYSTEM_MEMORY). (transfer full)
 GstCaps *gst_op_caps_with_feature(const GstCaps *caps, const char *feature);
+// For a memory converter's sink-to-src transform: `caps` converted to `feature`, followed by
+// `caps` themselves (passthrough) unless they are fixed and the linked downstream peer accepts
+// the converted caps (GstBaseTransform tries passthrough first, so offering it would keep the
+// data where it is). (transfer full)
+GstCaps *gst_op_caps_converted(GstBaseTransform *trans, const GstCaps *caps, const char *feature);
+// Splits `caps` into the structures with memory:OpCLMemory (*op) and all others (*other).
+// (transfer full, both)
+void gst_op_caps_split_by_memory(const GstCaps *caps, GstCaps **op, GstCaps **other);

@@ -109,31 +109,11 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
                               GstCaps *filter) {
   GstCaps *out;
   if (direction == GST_PAD_SINK) {
-    out = gst_op_caps_with_feature(caps, GST_CAPS_FEATURE_MEMORY_OP_CL);
-    // GstBaseTransform tries passthrough before anything else, so for fixed input offer the
-    // converted caps alone when downstream takes them; the input caps stay an option otherwise.
-    // Only a linked peer can say: an unlinked pad accepts anything, which would hide the
-    // input caps from link-time checks.
-    bool converted_only = false;
-    GstPad *peer = gst_pad_get_peer(GST_BASE_TRANSFORM_SRC_PAD(trans));
-    if (peer) {
-      converted_only = gst_caps_is_fixed(caps) && !gst_caps_is_equal(out, caps) &&
-                       gst_pad_query_accept_caps(peer, out);
-      gst_object_unref(peer);
-    }
-    if (!converted_only)
-      out = gst_caps_merge(out, gst_caps_copy(caps));
+    out = gst_op_caps_converted(trans, caps, GST_CAPS_FEATURE_MEMORY_OP_CL);
   } else {
     // What upstream may give for this output: OpenCL output comes from either memory.
-    GstCaps *op = gst_caps_new_empty(), *sys = gst_caps_new_empty();
-    for (guint i = 0; i < gst_caps_get_size(caps); i++) {
-      GstCapsFeatures *f = gst_caps_get_features(caps, i);
-      GstCaps *one = gst_caps_copy_nth(caps, i);
-      if (f && gst_caps_features_contains(f, GST_CAPS_FEATURE_MEMORY_OP_CL))
-        op = gst_caps_merge(op, one);
-      else
-        sys = gst_caps_merge(sys, one);
-    }
+    GstCaps *op, *sys;
+    gst_op_caps_split_by_memory(caps, &op, &sys);
     out = gst_op_caps_with_both_memories(op);
     // Video frames may also come as DMABuf (after both, as the conventions order them).
     GstCaps *video = gst_caps_new_empty();
