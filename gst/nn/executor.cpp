@@ -201,7 +201,8 @@ Status Executor::Load() {
 
 StatusOr<cl::EventHandle> Executor::Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
                                         const cl_mem *outputs, size_t num_outputs,
-                                        const cl::EventList &wait) {
+                                        const cl::EventList &wait,
+                                        std::vector<cl::EventHandle> *launch_events) {
   if (num_inputs != model_.inputs.size() || num_outputs != model_.outputs.size())
     return InvalidArgument("the model takes " + std::to_string(model_.inputs.size()) +
                            " inputs and " + std::to_string(model_.outputs.size()) +
@@ -234,6 +235,8 @@ StatusOr<cl::EventHandle> Executor::Run(cl::Queue &queue, const cl_mem *inputs, 
     OP_ASSIGN_OR_RETURN(
         last, queue.Launch(l.kernel.get(), l.dims, l.global, l.has_local ? l.local : nullptr,
                            k == 0 ? wait : cl::EventList{}));
+    if (launch_events)
+      launch_events->push_back(last);
   }
   return last;
 }

@@ -35,10 +35,12 @@ class Executor {
   cl::Device &device() { return *device_; }
 
   // Enqueues one run. `inputs` and `outputs` hold one cl_mem per model input/output, each at
-  // least that tensor's bytes (checked). Returns the completion event.
+  // least that tensor's bytes (checked). Returns the completion event. With `launch_events`
+  // (profiling tools), the event of every launch is appended to it, in model order.
   StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
                                 const cl_mem *outputs, size_t num_outputs,
-                                const cl::EventList &wait = {});
+                                const cl::EventList &wait = {},
+                                std::vector<cl::EventHandle> *launch_events = nullptr);
 
   // Host convenience for tools and tests: uploads `inputs` (matched by name; dtype and shape
   // must match the model's), runs, waits and returns the outputs as constant-style tensors in

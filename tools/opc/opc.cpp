@@ -3,6 +3,7 @@
 //   opc info MODEL [--shape name=d0,d1,...]
 //   opc run MODEL --input name=file.npy ... --output-dir DIR [--reference] [--shape ...]
 //   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16] [--shape ...]
+//   opc profile MODEL [--runs N] [--top K] [--device D] [--precision fp32|fp16] [--shape ...]
 #include <cstdio>
 #include <cstring>
 
@@ -30,12 +31,15 @@ std::string FormatCount(double v, const char *unit) {
 }  // namespace opc
 
 static void Usage(FILE *f) {
-  std::fprintf(f,
-               "usage: opc info MODEL [--shape name=d0,d1,...]\n"
-               "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
-               "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
-               "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
-               "               [--shape name=d0,d1,...]\n");
+  std::fprintf(
+      f,
+      "usage: opc info MODEL [--shape name=d0,d1,...]\n"
+      "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
+      "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
+      "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
+      "               [--shape name=d0,d1,...]\n"
+      "       opc profile MODEL [--runs N] [--top K] [--device D] [--precision fp32|fp16]\n"
+      "               [--shape name=d0,d1,...]\n");
 }
 
 int main(int argc, char **argv) {
@@ -54,6 +58,8 @@ int main(int argc, char **argv) {
     return opc::Run(args);
   if (cmd == "compile")
     return opc::Compile(args);
+  if (cmd == "profile")
+    return opc::Profile(args);
   std::fprintf(stderr, "opc: unknown command '%s'\n", cmd.c_str());
   Usage(stderr);
   return 2;

@@ -17,6 +17,7 @@ using Args = std::vector<std::string>;
 int Info(const Args &args);
 int Run(const Args &args);
 int Compile(const Args &args);  // opc_device.cpp
+int Profile(const Args &args);  // opc_profile.cpp
 
 // `opc run` after parsing: inputs are read, named and checked by the front half.
 struct RunRequest {

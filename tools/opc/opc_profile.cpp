@@ -1,0 +1,206 @@
+// opc profile: where a compiled model spends its device time. Runs the model on a profiling
+// queue with random inputs and reports every launch's median device time (start to end of the
+// kernel, not queueing), its share of the run and its FLOP rate, then the same by kernel
+// template. This is the tool for deciding which kernel to optimise next.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "cl/device.h"
+#include "cl/queue.h"
+#include "nn/compiler.h"
+#include "nn/executor.h"
+#include "opc.h"
+
+namespace opc {
+namespace {
+
+using op::Status;
+namespace nn = op::nn;
+namespace cl = op::cl;
+
+double Median(std::vector<double> v) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string Shorten(const std::string &s, size_t n) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+std::string Grid(const nn::KernelDesc &k) {
+  std::string g;
+  for (uint64_t d : k.global)
+    g += (g.empty() ? "" : "x") + std::to_string(d);
+  if (!k.local.empty()) {
+    g += "/";
+    for (size_t i = 0; i < k.local.size(); i++)
+      g += (i ? "x" : "") + std::to_string(k.local[i]);
+  }
+  return g;
+}
+
+}  // namespace
+
+int Profile(const Args &args) {
+  std::string model, device = "auto", precision = "fp32";
+  int runs = 10, top = 25;
+  nn::CompileOptions options;
+  for (size_t i = 0; i < args.size(); i++) {
+    const std::string &a = args[i];
+    bool has_value = i + 1 < args.size();
+    if ((a == "--device" || a == "--precision" || a == "--shape" || a == "--runs" ||
+         a == "--top") &&
+        !has_value)
+      return Fail(op::InvalidArgument("profile: " + a + " needs a value"));
+    if (a == "--device") {
+      device = args[++i];
+    } else if (a == "--precision") {
+      precision = args[++i];
+    } else if (a == "--runs") {
+      runs = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (a == "--top") {
+      top = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (a == "--shape") {
+      Status st = nn::ParseShapeBinding(args[++i], &options.shapes);
+      if (!st.ok())
+        return Fail(st);
+    } else if (model.empty() && !a.empty() && a[0] != '-') {
+      model = a;
+    } else {
+      return Fail(op::InvalidArgument("profile: unexpected argument '" + a + "'"));
+    }
+  }
+  if (model.empty())
+    return Fail(op::InvalidArgument("profile: usage: opc profile MODEL [--runs N] [--top K]"));
+  auto prec = nn::ParsePrecision(precision);
+  if (!prec.ok())
+    return Fail(prec.status());
+  options.precision = *prec;
+  auto dev = cl::Device::Open(device);
+  if (!dev.ok())
+    return Fail(dev.status());
+  auto compiled = nn::LoadOrCompile(model, **dev, options);
+  if (!compiled.ok())
+    return Fail(compiled.status());
+  auto exec = nn::Executor::Create(*dev, std::move(*compiled));
+  if (!exec.ok())
+    return Fail(exec.status());
+  const nn::CompiledModel &m = (*exec)->model();
+  auto queue = cl::Queue::Create(**dev, /*profiling=*/true);
+  if (!queue.ok())
+    return Fail(queue.status());
+
+  // Random inputs (normal floats; other types random bytes), outputs into scratch buffers.
+  std::mt19937 rng(1);
+  std::vector<cl::MemHandle> ins, outs;
+  std::vector<cl_mem> in_mems, out_mems;
+  for (const nn::TensorDesc &t : m.inputs) {
+    std::vector<uint8_t> bytes(std::max<uint64_t>(t.ByteSize(), 4));
+    if (t.dtype == nn::DType::kFloat32) {
+      std::normal_distribution<float> dist(0.f, 1.f);
+      auto *f = reinterpret_cast<float *>(bytes.data());
+      for (size_t i = 0; i < bytes.size() / 4; i++)
+        f[i] = dist(rng);
+    } else {
+      for (auto &b : bytes)
+        b = static_cast<uint8_t>(rng());
+    }
+    auto mem = (*dev)->CreateBuffer(bytes.size());
+    if (!mem.ok())
+      return Fail(mem.status());
+    auto ev = queue->Write(mem->get(), 0, bytes.size(), bytes.data());
+    if (!ev.ok() || !cl::WaitForEvent(ev->get()).ok())
+      return Fail(op::Internal("profile: cannot upload input '" + t.name + "'"));
+    in_mems.push_back(mem->get());
+    ins.push_back(std::move(*mem));
+  }
+  for (const nn::TensorDesc &t : m.outputs) {
+    auto mem = (*dev)->CreateBuffer(std::max<uint64_t>(t.ByteSize(), 4));
+    if (!mem.ok())
+      return Fail(mem.status());
+    out_mems.push_back(mem->get());
+    outs.push_back(std::move(*mem));
+  }
+
+  // One warm-up run, then `runs` profiled runs, each waited for so launches do not overlap.
+  std::vector<std::vector<double>> ms(m.kernels.size());
+  std::vector<double> totals;
+  for (int r = -1; r < runs; r++) {
+    std::vector<cl::EventHandle> events;
+    auto last = (*exec)->Run(*queue, in_mems.data(), in_mems.size(), out_mems.data(),
+                             out_mems.size(), {}, &events);
+    if (!last.ok())
+      return Fail(last.status());
+    Status st = cl::WaitForEvent(last->get());
+    if (!st.ok())
+      return Fail(st);
+    if (r < 0)
+      continue;
+    double total = 0;
+    for (size_t k = 0; k < events.size() && k < ms.size(); k++) {
+      double t = cl::EventDurationNs(events[k].get()) / 1e6;
+      ms[k].push_back(t);
+      total += t;
+    }
+    totals.push_back(total);
+  }
+
+  struct Row {
+    size_t index;
+    double ms;
+  };
+  std::vector<Row> rows;
+  double sum = 0;
+  for (size_t k = 0; k < ms.size(); k++) {
+    rows.push_back({k, Median(ms[k])});
+    sum += rows.back().ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.ms > b.ms; });
+  auto rate = [](uint64_t flops, double t) { return t > 0 ? flops / (t * 1e6) : 0.0; };
+
+  std::printf("profile: %s on %s, %s storage, %d runs, %zu launches\n", model.c_str(),
+              (*dev)->caps().device_name.c_str(), m.precision.c_str(), runs, m.kernels.size());
+  std::printf(
+      "device time per run: median %.2f ms (sum of kernel medians %.2f ms), %s, %.2f "
+      "GFLOP/s\n",
+      Median(totals), sum, FormatCount(static_cast<double>(m.TotalFlops()), "FLOP").c_str(),
+      rate(m.TotalFlops(), Median(totals)));
+  std::printf("\n%4s %9s %6s %8s  %-16s %-20s %s\n", "#", "ms", "share", "GFLOP/s", "template",
+              "grid", "node");
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(top); i++) {
+    const nn::KernelDesc &k = m.kernels[rows[i].index];
+    std::printf("%4zu %9.3f %5.1f%% %8.2f  %-16s %-20s %s\n", rows[i].index, rows[i].ms,
+                sum > 0 ? 100 * rows[i].ms / sum : 0.0, rate(k.flops, rows[i].ms),
+                Shorten(k.entry, 16).c_str(), Shorten(Grid(k), 20).c_str(),
+                Shorten(k.label, 60).c_str());
+  }
+  if (rows.size() > static_cast<size_t>(top))
+    std::printf("     (%zu more launches; --top K shows more)\n", rows.size() - top);
+
+  struct Group {
+    int count = 0;
+    double ms = 0;
+    uint64_t flops = 0;
+  };
+  std::map<std::string, Group> groups;
+  for (const Row &r : rows) {
+    Group &g = groups[m.kernels[r.index].entry];
+    g.count++;
+    g.ms += r.ms;
+    g.flops += m.kernels[r.index].flops;
+  }
+  std::vector<std::pair<std::string, Group>> by_time(groups.begin(), groups.end());
+  std::sort(by_time.begin(), by_time.end(),
+            [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
+  std::printf("\n%-20s %8s %9s %6s %8s\n", "template", "launches", "ms", "share", "GFLOP/s");
+  for (const auto &[name, g] : by_time)
+    std::printf("%-20s %8d %9.3f %5.1f%% %8.2f\n", Shorten(name, 20).c_str(), g.count, g.ms,
+                sum > 0 ? 100 * g.ms / sum : 0.0, rate(g.flops, g.ms));
+  return 0;
+}
+
+}  // namespace opc
