@@ -140,6 +140,15 @@ TensorId Emitter::NewTensor(const std::string &name, DType dtype, std::vector<in
   return id;
 }
 
+TensorId Emitter::NewConstant(const std::string &name, DType dtype, std::vector<int64_t> dims,
+                              Bytes bytes) {
+  Tensor t = MakeConstant(dtype, Shape(std::move(dims)), std::move(bytes));
+  t.name = graph.UniqueName(name);
+  TensorId id = graph.AddTensor(std::move(t));
+  alias.push_back(id);
+  return id;
+}
+
 bool Emitter::IsIo(TensorId t) const {
   const Tensor &r = T(Root(t));
   return r.is_input || io_output.count(Root(t)) != 0;
@@ -287,6 +296,94 @@ void DefWindow(Defines &d, const Window &w) {
   d.Int("PH", w.ph).Int("PW", w.pw).Int("PH_END", w.ph_end).Int("PW_END", w.pw_end);
 }
 
+// What LowerConv has worked out about a convolution, for the kernel variants.
+struct ConvShape {
+  std::array<int64_t, 4> xi, yo;  // NCHW of input and output
+  int64_t g;
+  Window win;
+  std::string act;
+  bool res_after;
+  TensorId out;  // y, or a temporary when the residual needs its own add
+  bool split_epilogue;
+};
+
+// The CPU profile's convolution (kernels/conv2d_vec.cl): explicit SIMD over V output pixels and
+// OCB output channels per work-item, with the constant weights re-laid out so that the OCB
+// weights of one tap are adjacent.
+Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
+  TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
+  TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
+  const auto &xi = cs.xi, &yo = cs.yo;
+  const Window &win = cs.win;
+  const int64_t g = cs.g, cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw;
+  const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
+                    win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
+  const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
+  // The widest vector the row fills; stride 2 reads 2 V inputs, at most 16.
+  int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
+  if (!flat && win.sw == 2)
+    v = std::min<int64_t>(v, 8);
+  const int64_t ocb = std::min<int64_t>(ocg, 8);
+  const int64_t blocks = CeilDiv(ocg, ocb);
+
+  // wt[g * blocks + blk][ic][tap][a] = w[g * ocg + blk * ocb + a][ic][tap], zero past the group.
+  const Tensor &wsrc = e.T(e.Root(w));
+  const size_t es = DTypeSize(wsrc.dtype);
+  Bytes wt(static_cast<size_t>(g * blocks * cg * taps * ocb) * es, 0);
+  for (int64_t gi = 0; gi < g; gi++)
+    for (int64_t blk = 0; blk < blocks; blk++)
+      for (int64_t a = 0; a < ocb; a++) {
+        const int64_t oc = blk * ocb + a;
+        if (oc >= ocg)
+          continue;
+        for (int64_t ic = 0; ic < cg; ic++)
+          for (int64_t t = 0; t < taps; t++) {
+            const size_t src = static_cast<size_t>(((gi * ocg + oc) * cg + ic) * taps + t) * es;
+            const size_t dst =
+                static_cast<size_t>((((gi * blocks + blk) * cg + ic) * taps + t) * ocb + a) * es;
+            std::memcpy(&wt[dst], wsrc.data->data() + src, es);
+          }
+      }
+  TensorId wv =
+      e.NewConstant(wsrc.name + "_vec", wsrc.dtype, {g * blocks, cg, taps, ocb}, std::move(wt));
+
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(cs.out));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("FLAT", flat);
+  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
+  d.Int("RES_AFTER", cs.res_after);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b));
+  if (res != kNoTensor && !cs.split_epilogue)
+    d.Def("TR", e.Tag(res));
+  if (!cs.split_epilogue)
+    d.Def("ACT(x)", cs.act);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "conv2d_vec";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", d));
+  k.global = {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
+              static_cast<uint64_t>(xi[0] * g * blocks)};
+  k.args = {TArg(x), TArg(wv)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  if (res != kNoTensor && !cs.split_epilogue)
+    k.args.push_back(TArg(res));
+  k.args.push_back(TArg(cs.out));
+  k.writes = {cs.out};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
+  if (Product(e.Dims(node.outputs[0])) == 0)
+    return Status::Ok();
+  e.Emit(std::move(k));
+  if (cs.split_epilogue)
+    return gen::EmitAddActivation(e, cs.out, res, node.outputs[0], cs.act, !cs.res_after,
+                                  node.Describe());
+  return Status::Ok();
+}
+
 Status LowerConv(Emitter &e, const Node &node) {
   TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
   TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
@@ -313,6 +410,8 @@ Status LowerConv(Emitter &e, const Node &node) {
     out = e.NewTensor(e.T(y).name + "_conv", e.T(y).dtype, e.Dims(y));
 
   int64_t ocg = yo[1] / g;
+  if (e.opt.profile == cl::Profile::kCpu && e.T(e.Root(w)).is_constant() && IsFloat(e.T(w).dtype))
+    return LowerConvVec(e, node, {xi, yo, g, win, act, res_after, out, split_epilogue});
   int64_t ocb = std::min<int64_t>(ocg, 4);
   int64_t owb = std::min<int64_t>(yo[3], ocg == 1 ? 8 : 4);
   Defines d;

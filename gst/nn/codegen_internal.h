@@ -63,6 +63,9 @@ class Emitter {
   void Alias(TensorId out, TensorId in) { alias[out] = Root(in); }
   // A new intermediate tensor (for epilogues that cannot be fused).
   TensorId NewTensor(const std::string &name, DType dtype, std::vector<int64_t> dims);
+  // A new constant (weights re-laid out for a kernel); packed like the model's own constants.
+  TensorId NewConstant(const std::string &name, DType dtype, std::vector<int64_t> dims,
+                       Bytes bytes);
 
   // Storage tag of a tensor ("f32", "f16", "h16", "i64", ...) and its element size.
   std::string Tag(TensorId t) const;

@@ -147,6 +147,40 @@ std::vector<Case> Cases() {
                                    {"activation_alpha", 0.1f},
                                    {"residual_after_activation", int64_t{1}}})));
                }});
+  // Shapes that reach every path of the CPU profile's vector kernel (conv2d_vec.cl): full and
+  // partial vectors, flat 1x1 runs, stride-2 pairs, partial channel blocks, edges and taps.
+  c.push_back({"Conv_1x1_flat_partial_blocks", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 19, 9, 23});
+                 TensorId w = b.Weights({20, 19, 1, 1});
+                 TensorId bias = b.Weights({20});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias}));
+               }});
+  c.push_back({"Conv_3x3_wide_rows", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 5, 7, 37});
+                 TensorId w = b.Weights({11, 5, 3, 3});
+                 b.Output(b.Add(OpKind::kConv, {x, w}, A({{"pads", Ints{1, 1, 1, 1}}})));
+               }});
+  c.push_back({"Conv_3x3_s2_wide_rows", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 4, 9, 41});
+                 TensorId w = b.Weights({9, 4, 3, 3});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
+               }});
+  c.push_back({"Conv_depthwise_7x7_wide_rows", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 6, 11, 35});
+                 TensorId w = b.Weights({6, 1, 7, 7});
+                 TensorId bias = b.Weights({6});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias},
+                                A({{"pads", Ints{3, 3, 3, 3}}, {"group", int64_t{6}}})));
+               }});
+  c.push_back({"FusedConv_1x1_relu_residual", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 8, 6, 10});
+                 TensorId r = b.Input("r", {1, 12, 6, 10});
+                 TensorId w = b.Weights({12, 8, 1, 1});
+                 TensorId bias = b.Weights({12});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r},
+                                A({{"activation", std::string("Relu")}})));
+               }});
   c.push_back({"ConvTranspose", [](Builder &b) {
                  TensorId x = b.Input("x", {1, 3, 5, 7});
                  TensorId w = b.Weights({3, 4, 3, 3});

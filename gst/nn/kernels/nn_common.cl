@@ -43,10 +43,16 @@
 #define SV_i8(p, i, v) ((p)[i] = (char)(v))
 #define SV_b8(p, i, v) ((p)[i] = (uchar)((v) != 0))
 
+// Vector loads of n consecutive elements as floatn (n = 2, 4, 8, 16), for the float tags.
+#define LDV_f32(n, p, i) NN_CAT(vload, n)(0, (p) + (i))
+#define LDV_f16(n, p, i) NN_CAT(vload_half, n)(0, (p) + (i))
+#define LDV_h16(n, p, i) NN_CAT(convert_float, n)(NN_CAT(vload, n)(0, (p) + (i)))
+
 // The C type of a buffer of tag t, and element access.
 #define STYPE(t) NN_CAT(ST_, t)
 #define LOAD(t, p, i) NN_CAT(LD_, t)(p, i)
 #define STORE(t, p, i, v) NN_CAT(SV_, t)(p, i, v)
+#define LOADV(t, n, p, i) NN_CAT(LDV_, t)(n, p, i)
 
 // Activations of fused epilogues: ACT is defined by code generation as one of these (with its
 // alpha/beta as literals), or as nn_identity.

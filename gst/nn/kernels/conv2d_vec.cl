@@ -1,0 +1,135 @@
+// Direct 2D convolution for CPU devices, written as explicit SIMD: each work-item computes OCB
+// output channels of one group for V adjacent output pixels, holding OCB vectors of V floats
+// in registers. Per input channel and tap it loads one vector of V inputs and broadcasts OCB
+// weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Work-group
+// vectorisers have nothing to do: the work-item is already vector code.
+//
+// Same epilogue as conv2d.cl: y = ACT(conv + bias + res) or, with RES_AFTER, ACT(conv + bias)
+// + res. Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V);
+// FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows);
+// HAS_BIAS HAS_RES RES_AFTER; ACT.
+// Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
+// past the group's end are zero), so the OCB weights of one tap are adjacent.
+#include "nn_common.cl"
+
+#define VF NN_CAT(float, V)
+#define CG (C / G)
+#define OCG (OC / G)
+#define OC_BLOCKS ((OCG + OCB - 1) / OCB)
+#if FLAT
+#define ROWS 1
+#define PIXELS (OH * OW)
+#else
+#define ROWS OH
+#define PIXELS OW
+#endif
+#define PIX_BLOCKS ((PIXELS + V - 1) / V)
+
+__kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
+                         uint w_off,
+#if HAS_BIAS
+                         __global const STYPE(TB) * b, uint b_off,
+#endif
+#if HAS_RES
+                         __global const STYPE(TR) * r, uint r_off,
+#endif
+                         __global STYPE(TY) * y, uint y_off) {
+  const int pb = get_global_id(0);
+  const int oh = get_global_id(1);
+  const int z = get_global_id(2);
+  if (pb >= PIX_BLOCKS || oh >= ROWS || z >= N * G * OC_BLOCKS)
+    return;
+  const int n = z / (G * OC_BLOCKS);
+  const int gb = z % (G * OC_BLOCKS);
+  const int g = gb / OC_BLOCKS;
+  const int oc0 = g * OCG + (gb % OC_BLOCKS) * OCB;
+  const int p0 = pb * V;
+  const int xbase = x_off + (n * C + g * CG) * H * W;
+  const int wbase = w_off + gb * (CG * KH * KW * OCB);
+
+  VF acc[OCB];
+#pragma unroll
+  for (int a = 0; a < OCB; a++)
+    acc[a] = (VF)(0.0f);
+
+#if FLAT
+  if (p0 + V <= PIXELS) {
+    for (int ic = 0; ic < CG; ic++) {
+      const VF xv = LOADV(TX, V, x, xbase + ic * (H * W) + p0);
+#pragma unroll
+      for (int a = 0; a < OCB; a++)
+        acc[a] = fma(xv, (VF)(LOAD(TW, w, wbase + ic * OCB + a)), acc[a]);
+    }
+  } else {
+    for (int ic = 0; ic < CG; ic++) {
+      float t[V];
+      for (int c = 0; c < V; c++)
+        t[c] = p0 + c < PIXELS ? LOAD(TX, x, xbase + ic * (H * W) + p0 + c) : 0.0f;
+      const VF xv = NN_CAT(vload, V)(0, t);
+#pragma unroll
+      for (int a = 0; a < OCB; a++)
+        acc[a] = fma(xv, (VF)(LOAD(TW, w, wbase + ic * OCB + a)), acc[a]);
+    }
+  }
+#else
+  for (int ic = 0; ic < CG; ic++) {
+    for (int kh = 0; kh < KH; kh++) {
+      const int ih = oh * SH - PH + kh * DH;
+      if (ih < 0 || ih >= H)
+        continue;
+      const int row = xbase + (ic * H + ih) * W;
+      for (int kw = 0; kw < KW; kw++) {
+        const int iw0 = p0 * SW - PW + kw * DW;
+        VF xv;
+        if (SW == 1 && iw0 >= 0 && iw0 + V <= W) {
+          xv = LOADV(TX, V, x, row + iw0);
+#if V <= 8
+        } else if (SW == 2 && iw0 >= 0 && iw0 + 2 * V <= W) {
+          xv = LOADV(TX, V2, x, row + iw0).even;
+#endif
+        } else {
+          float t[V];
+          for (int c = 0; c < V; c++) {
+            const int iw = iw0 + c * SW;
+            t[c] = (iw >= 0 && iw < W) ? LOAD(TX, x, row + iw) : 0.0f;
+          }
+          xv = NN_CAT(vload, V)(0, t);
+        }
+        const int wi = wbase + ((ic * KH + kh) * KW + kw) * OCB;
+#pragma unroll
+        for (int a = 0; a < OCB; a++)
+          acc[a] = fma(xv, (VF)(LOAD(TW, w, wi + a)), acc[a]);
+      }
+    }
+  }
+#endif
+
+  // Epilogue, lane by lane: activations are scalar functions and edges need bounds anyway.
+  const int ybase = (n * OC) * (OH * OW) + oh * OW + p0;
+  for (int a = 0; a < OCB; a++) {
+    const int oc = oc0 + a;
+    if (oc >= g * OCG + OCG)
+      break;
+#if HAS_BIAS
+    const float bias = LOAD(TB, b, b_off + oc);
+#else
+    const float bias = 0.0f;
+#endif
+    float t[V];
+    NN_CAT(vstore, V)(acc[a], 0, t);
+    for (int c = 0; c < V; c++) {
+      if (p0 + c >= PIXELS)
+        break;
+      const int yi = ybase + oc * (OH * OW) + c;
+      float v = t[c] + bias;
+#if HAS_RES && !RES_AFTER
+      v += LOAD(TR, r, r_off + yi);
+#endif
+      v = ACT(v);
+#if HAS_RES && RES_AFTER
+      v += LOAD(TR, r, r_off + yi);
+#endif
+      STORE(TY, y, y_off + yi, v);
+    }
+  }
+}
