@@ -160,6 +160,8 @@ std::string Emitter::TagOf(DType dtype, bool io) const {
     case DType::kFloat32:
       return half_store ? (opt.fp16_compute ? "h16" : "f16") : "f32";
     case DType::kFloat16:
+      if (opt.precision == Precision::kFp32 && !io)
+        return "f32";
       return opt.fp16_compute ? "h16" : "f16";
     case DType::kInt64:
       return "i64";
@@ -186,6 +188,8 @@ uint32_t Emitter::StorageBytes(TensorId t) const {
   std::string tag = Tag(t);
   if (tag == "f16" || tag == "h16")
     return 2;
+  if (tag == "f32")  // float16 tensors widened by precision fp32 too
+    return 4;
   return static_cast<uint32_t>(DTypeSize(T(t).dtype));
 }
 
@@ -1057,7 +1061,15 @@ Status LowerNode(Emitter &e, const Node &node) {
 // Appends a constant's bytes in its storage form (float32 as half under fp16 storage).
 void PackConstant(const Tensor &t, const std::string &tag, std::vector<uint8_t> *w) {
   const Bytes &b = *t.data;
-  if (t.dtype == DType::kFloat32 && (tag == "f16" || tag == "h16")) {
+  if (t.dtype == DType::kFloat16 && tag == "f32") {
+    size_t n = b.size() / 2;
+    for (size_t i = 0; i < n; i++) {
+      float f = HalfToFloat(static_cast<uint16_t>(b[2 * i] | (b[2 * i + 1] << 8)));
+      uint8_t bytes[4];
+      std::memcpy(bytes, &f, 4);
+      w->insert(w->end(), bytes, bytes + 4);
+    }
+  } else if (t.dtype == DType::kFloat32 && (tag == "f16" || tag == "h16")) {
     size_t n = b.size() / 4;
     for (size_t i = 0; i < n; i++) {
       float f;

@@ -19,7 +19,9 @@ StatusOr<Precision> ParsePrecision(const std::string &s);
 
 struct CodegenOptions {
   cl::Profile profile = cl::Profile::kCpu;
-  // Storage of float32 tensors in the arena and weights (float16 tensors are always half).
+  // Storage of the float tensors in the arena and weights, whatever their dtype: kFp32 holds
+  // a float16 model's tensors as float32 (constants convert exactly; a Cast to float16 still
+  // rounds), kFp16 holds float32 tensors as half. Model inputs and outputs keep their dtype.
   Precision precision = Precision::kFp32;
   // Half buffers read directly as half (cl_khr_fp16) rather than through vload_half.
   bool fp16_compute = false;

@@ -423,8 +423,20 @@ Status LowerElementwise(Emitter &e, const Node &node) {
     case OpKind::kElementwiseChain:
       return LowerChain(e, node);
     case OpKind::kCast:
-    case OpKind::kCastLike:
-      return EmitCopy(e, node.inputs[0], node.outputs[0], node.Describe());
+    case OpKind::kCastLike: {
+      // A float16 result held in float32 storage (precision fp32) is rounded to half here, as
+      // the cast asks; everywhere else the storage tags do the conversion.
+      TensorId x = node.inputs[0], y = node.outputs[0];
+      if (e.T(y).dtype == DType::kFloat16 && e.T(x).dtype != DType::kFloat16 && e.Tag(y) == "f32") {
+        MapKernel m;
+        m.space = e.Dims(y);
+        m.inputs = {x};
+        m.output = y;
+        m.body = Out(e, m, "i", "nn_round_half((float)" + In(e, m, 0, "i") + ")");
+        return EmitMap(e, m, node.Describe());
+      }
+      return EmitCopy(e, x, y, node.Describe());
+    }
     case OpKind::kWhere: {
       MapKernel m;
       m.output = node.outputs[0];

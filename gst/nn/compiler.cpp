@@ -1,5 +1,6 @@
 #include "nn/compiler.h"
 
+#include <dlfcn.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -38,12 +39,32 @@ std::string Hex(uint64_t v) {
 
 // Bumped when code generation changes in a way the kernel sources do not show, so that cached
 // models compiled by an older build are not reused.
-constexpr int kCodegenRevision = 1;
+constexpr int kCodegenRevision = 2;
 
-// Identifies this build's compiler: the revision, the file format and every kernel template.
+uint64_t CompilerFingerprint();
+
+// The binary that holds this compiler (the executable or the shared library) by path, size and
+// modification time: a rebuilt compiler never reuses models cached by the previous build, even
+// where a change to code generation forgot to bump the revision.
+std::string BuildStamp() {
+  Dl_info info{};
+  struct stat st {};
+  std::string path;
+  if (dladdr(reinterpret_cast<void *>(&CompilerFingerprint), &info) && info.dli_fname)
+    path = info.dli_fname;
+  if (path.empty() || stat(path.c_str(), &st) != 0) {
+    path = "/proc/self/exe";
+    if (stat(path.c_str(), &st) != 0)
+      return "";
+  }
+  return path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtime);
+}
+
+// Identifies this build's compiler: the revision, the binary, the file format and every kernel
+// template.
 uint64_t CompilerFingerprint() {
   uint64_t h = cl::Fnv1a64("codegen " + std::to_string(kCodegenRevision) + " format " +
-                           std::to_string(kModelFormatVersion));
+                           std::to_string(kModelFormatVersion) + " " + BuildStamp());
   size_t n = 0;
   const kernels::Embedded *all = kernels::All(&n);
   for (size_t i = 0; i < n; i++)

@@ -148,8 +148,11 @@ inline float ToFloat(const Tensor &t, size_t i) {
 // Compiles `b.g` (shape-inferred here) for the test device and compares every output with the
 // reference interpreter: |device - ref| <= tol * max(1, |ref|) elementwise (integer and bool
 // outputs exactly).
+// Runs `b` on the device at `precision` and compares each output with the reference
+// interpreter's run of `b` or, with `twin` (fp32 only), of a graph that states the expected
+// arithmetic another way.
 inline void ExpectMatchesReference(Builder &b, Precision precision, float tol,
-                                   const std::string &what) {
+                                   const std::string &what, Builder *twin = nullptr) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device) << "no device";
   ASSERT_TRUE(InferShapes(b.g).ok()) << what;
@@ -198,7 +201,9 @@ inline void ExpectMatchesReference(Builder &b, Precision precision, float tol,
   }
   Status st = InferShapes(b.g);
   ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
-  auto ref = RunReference(b.g, b.feeds);
+  if (twin)
+    ASSERT_TRUE(InferShapes(twin->g).ok()) << what << ": twin";
+  auto ref = twin ? RunReference(twin->g, twin->feeds) : RunReference(b.g, b.feeds);
   ASSERT_TRUE(ref.ok()) << what << ": reference: " << ref.status().ToString();
   CodegenOptions opt = OptionsForDevice(dev.device->caps(), precision);
   auto model = GenerateCode(b.g, opt);

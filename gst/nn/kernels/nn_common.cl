@@ -111,6 +111,22 @@ inline long nn_isign(long x) {
   return x > 0 ? 1 : (x < 0 ? -1 : 0);
 }
 
+// x rounded to the nearest float16 (ties to even), as a float: a Cast to float16 whose result
+// is held in float32 storage. Bit arithmetic, as half variables need cl_khr_fp16: subnormal
+// halves are multiples of 2^-24, normal ones keep 10 of float's 23 mantissa bits, and from
+// 65520 up the nearest half is infinity.
+inline float nn_round_half(float x) {
+  const float a = fabs(x);
+  if (isnan(x))
+    return x;
+  if (a >= 65520.0f)
+    return copysign(INFINITY, x);
+  if (a < 6.103515625e-05f)
+    return rint(x * 16777216.0f) * 5.9604644775390625e-08f;
+  const uint u = as_uint(x);
+  return as_float((u + 0x0FFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+}
+
 #ifndef ACT
 #define ACT(x) nn_identity(x)
 #endif
