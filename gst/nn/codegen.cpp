@@ -394,7 +394,7 @@ Status LowerConv(Emitter &e, const Node &node) {
   TensorId y = node.outputs[0];
   OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
   OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
-  const auto &wd = e.Dims(w);
+  const std::vector<int64_t> wd = e.Dims(w);  // a copy: NewTensor below grows the graph
   int64_t g = node.attrs.Int("group", 1);
   if (g <= 0 || xi[1] % g || yo[1] % g || wd.size() != e.Dims(x).size() || wd[1] * g != xi[1])
     return InvalidArgument(NodeWhere(node) + ": group " + std::to_string(g) +
@@ -554,12 +554,69 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
   OP_ASSIGN_OR_RETURN(Shape ob, BroadcastShapes(Shape(abatch), Shape(bbatch)));
   int64_t batch = Product(ob.dims);
-  const auto &yd = e.Dims(y);
+  const std::vector<int64_t> yd = e.Dims(y);  // a copy: NewConstant below grows the graph
   if (batch * m * n != Product(yd))
     return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
                            " does not hold the product");
   if (batch * m * n == 0)
     return Status::Ok();
+  // The CPU profile's vector kernel needs B's rows contiguous (a computed B^T keeps the scalar
+  // kernel); a constant B, transposed or not, is laid out once as panels of V columns.
+  const bool b_const =
+      e.T(e.Root(bt)).is_constant() && IsFloat(e.T(bt).dtype) && Product(bbatch) == 1;
+  if (e.opt.profile == cl::Profile::kCpu && n >= 4 && (!tb || b_const)) {
+    const int64_t v = n >= 16 ? 16 : (n >= 8 ? 8 : 4);
+    if (b_const) {
+      const Tensor &src = e.T(e.Root(bt));
+      const size_t es = DTypeSize(src.dtype);
+      const int64_t panels = CeilDiv(n, v);
+      Bytes p(static_cast<size_t>(panels * ka * v) * es, 0);
+      for (int64_t col = 0; col < n; col++)
+        for (int64_t kk = 0; kk < ka; kk++) {
+          const int64_t from = tb ? col * ka + kk : kk * n + col;
+          const int64_t to = ((col / v) * ka + kk) * v + col % v;
+          std::memcpy(&p[static_cast<size_t>(to) * es],
+                      src.data->data() + static_cast<size_t>(from) * es, es);
+        }
+      bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, v}, std::move(p));
+      tb = false;
+      bbatch.clear();
+    }
+    // Enough rows per work-item to keep the FMA units busy, V columns per vector.
+    const int64_t rm = std::min<int64_t>(m, 8);
+    Defines d;
+    d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
+    d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
+    d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1).Int("B_SK", n);
+    d.Int("B_PANEL", b_const);
+    d.Def("A_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " +
+                           std::to_string(m * ka) + ")");
+    d.Def("B_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " +
+                           std::to_string(ka * n) + ")");
+    std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
+    d.Int("RM", rm).Int("V", v).Flt("ALPHA", alpha).Flt("BETA", beta);
+    d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
+    if (c != kNoTensor)
+      d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
+    if (res != kNoTensor)
+      d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
+    d.Def("ACT(x)", act);
+    Pending k;
+    k.label = node.Describe();
+    k.entry = "matmul_vec";
+    OP_ASSIGN_OR_RETURN(k.source, e.Source("matmul_vec", d));
+    k.global = {CeilDiv(n, v), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+    k.args = {TArg(a), TArg(bt)};
+    if (c != kNoTensor)
+      k.args.push_back(TArg(c));
+    if (res != kNoTensor)
+      k.args.push_back(TArg(res));
+    k.args.push_back(TArg(y));
+    k.writes = {y};
+    k.flops = 2ull * batch * m * n * ka;
+    e.Emit(std::move(k));
+    return Status::Ok();
+  }
   // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernel.
   int64_t rm = std::min<int64_t>(m, 4), rn = std::min<int64_t>(n, m == 1 ? 8 : 4);
   Defines d;

@@ -203,6 +203,16 @@ std::vector<Case> Cases() {
                  TensorId bm = b.Input("b", {3, 3, 127});
                  b.Output(b.Add(OpKind::kMatMul, {a, bm}));
                }});
+  c.push_back({"MatMul_batched_a_constant_b", [](Builder &b) {
+                 TensorId a = b.Input("a", {2, 9, 21});
+                 TensorId w = b.Weights({21, 37});
+                 b.Output(b.Add(OpKind::kMatMul, {a, w}));
+               }});
+  c.push_back({"Gemm_computed_b_transposed", [](Builder &b) {
+                 TensorId a = b.Input("a", {9, 21});
+                 TensorId bm = b.Input("b", {19, 21});
+                 b.Output(b.Add(OpKind::kGemm, {a, bm}, A({{"transB", int64_t{1}}})));
+               }});
   c.push_back({"MatMul_vector", [](Builder &b) {
                  TensorId a = b.Input("a", {13});
                  TensorId bm = b.Input("b", {13, 3});

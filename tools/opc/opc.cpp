@@ -3,7 +3,8 @@
 //   opc info MODEL [--shape name=d0,d1,...]
 //   opc run MODEL --input name=file.npy ... --output-dir DIR [--reference] [--shape ...]
 //   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16] [--shape ...]
-//   opc profile MODEL [--runs N] [--top K] [--device D] [--precision fp32|fp16] [--shape ...]
+//   opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] [--precision fp32|fp16]
+//   [--shape ...]
 #include <cstdio>
 #include <cstring>
 
@@ -31,15 +32,15 @@ std::string FormatCount(double v, const char *unit) {
 }  // namespace opc
 
 static void Usage(FILE *f) {
-  std::fprintf(
-      f,
-      "usage: opc info MODEL [--shape name=d0,d1,...]\n"
-      "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
-      "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
-      "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
-      "               [--shape name=d0,d1,...]\n"
-      "       opc profile MODEL [--runs N] [--top K] [--device D] [--precision fp32|fp16]\n"
-      "               [--shape name=d0,d1,...]\n");
+  std::fprintf(f,
+               "usage: opc info MODEL [--shape name=d0,d1,...]\n"
+               "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
+               "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
+               "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
+               "               [--shape name=d0,d1,...]\n"
+               "       opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] "
+               "[--precision fp32|fp16]\n"
+               "               [--shape name=d0,d1,...]\n");
 }
 
 int main(int argc, char **argv) {

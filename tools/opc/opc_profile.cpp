@@ -1,7 +1,8 @@
 // opc profile: where a compiled model spends its device time. Runs the model on a profiling
 // queue with random inputs and reports every launch's median device time (start to end of the
 // kernel, not queueing), its share of the run and its FLOP rate, then the same by kernel
-// template. This is the tool for deciding which kernel to optimise next.
+// template. This is the tool for deciding which kernel to optimise next; --source N prints the
+// generated source of launch N instead.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -47,13 +48,13 @@ std::string Grid(const nn::KernelDesc &k) {
 
 int Profile(const Args &args) {
   std::string model, device = "auto", precision = "fp32";
-  int runs = 10, top = 25;
+  int runs = 10, top = 25, show = -1;
   nn::CompileOptions options;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string &a = args[i];
     bool has_value = i + 1 < args.size();
-    if ((a == "--device" || a == "--precision" || a == "--shape" || a == "--runs" ||
-         a == "--top") &&
+    if ((a == "--device" || a == "--precision" || a == "--shape" || a == "--runs" || a == "--top" ||
+         a == "--source") &&
         !has_value)
       return Fail(op::InvalidArgument("profile: " + a + " needs a value"));
     if (a == "--device") {
@@ -62,6 +63,8 @@ int Profile(const Args &args) {
       precision = args[++i];
     } else if (a == "--runs") {
       runs = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (a == "--source") {
+      show = std::atoi(args[++i].c_str());
     } else if (a == "--top") {
       top = std::max(1, std::atoi(args[++i].c_str()));
     } else if (a == "--shape") {
@@ -75,7 +78,8 @@ int Profile(const Args &args) {
     }
   }
   if (model.empty())
-    return Fail(op::InvalidArgument("profile: usage: opc profile MODEL [--runs N] [--top K]"));
+    return Fail(op::InvalidArgument(
+        "profile: usage: opc profile MODEL [--runs N] [--top K] [--source LAUNCH]"));
   auto prec = nn::ParsePrecision(precision);
   if (!prec.ok())
     return Fail(prec.status());
@@ -90,6 +94,16 @@ int Profile(const Args &args) {
   if (!exec.ok())
     return Fail(exec.status());
   const nn::CompiledModel &m = (*exec)->model();
+  if (show >= 0) {
+    if (static_cast<size_t>(show) >= m.kernels.size())
+      return Fail(op::InvalidArgument("profile: --source " + std::to_string(show) +
+                                      ": the model has " + std::to_string(m.kernels.size()) +
+                                      " launches"));
+    const nn::KernelDesc &k = m.kernels[show];
+    std::printf("launch %d: %s, %s, grid %s\n%s\n", show, k.label.c_str(), k.entry.c_str(),
+                Grid(k).c_str(), m.sources[k.source].c_str());
+    return 0;
+  }
   auto queue = cl::Queue::Create(**dev, /*profiling=*/true);
   if (!queue.ok())
     return Fail(queue.status());
