@@ -1,8 +1,7 @@
 // Measures the machine's peak fp32 FMA throughput, the ceiling the network benchmark compares
 // our GFLOP/s against. Each thread runs a loop with enough independent accumulators to hide the
-// FMA latency (latency 4 × 2 ports = 8 chains in flight at least; 12 measured 20% short of the
-// peak here, 16 reach it, 24 spill), AVX-512 when the
-// CPU has it, else AVX2+FMA, else plain scalar code.
+// FMA latency (latency 4 x 2 ports = 8 chains in flight at least; 12 measured 20% short of the
+// peak here, 16 reach it, 24 spill), AVX-512 when the CPU has it, else AVX2+FMA.
 //   peak_flops [--threads N] [--seconds S]     prints GFLOP/s for 1..N threads
 #include <immintrin.h>
 
