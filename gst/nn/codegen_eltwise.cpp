@@ -209,7 +209,8 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   k.label = label;
   k.entry = "eltwise";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("eltwise", defs));
-  uint64_t local = 64;
+  // PoCL runs each work-group as one task: on CPUs a larger group amortises the dispatch.
+  uint64_t local = e.opt.profile == cl::Profile::kCpu ? 1024 : 64;
   k.global = {(static_cast<uint64_t>(n) + local - 1) / local * local};
   k.local = {local};
   for (TensorId t : m.inputs) {
@@ -425,9 +426,13 @@ Status LowerElementwise(Emitter &e, const Node &node) {
     case OpKind::kCast:
     case OpKind::kCastLike: {
       // A float16 result held in float32 storage (precision fp32) is rounded to half here, as
-      // the cast asks; everywhere else the storage tags do the conversion.
+      // the cast asks; everywhere else the storage tags do the conversion. Bytes and booleans
+      // are exact in half (a camera frame's uint8 pixels, typically) and need no rounding.
       TensorId x = node.inputs[0], y = node.outputs[0];
-      if (e.T(y).dtype == DType::kFloat16 && e.T(x).dtype != DType::kFloat16 && e.Tag(y) == "f32") {
+      const DType from = e.T(x).dtype;
+      const bool exact = from == DType::kFloat16 || from == DType::kUInt8 || from == DType::kInt8 ||
+                         from == DType::kBool;
+      if (e.T(y).dtype == DType::kFloat16 && !exact && e.Tag(y) == "f32") {
         MapKernel m;
         m.space = e.Dims(y);
         m.inputs = {x};
