@@ -114,8 +114,8 @@ def machine(build):
 def peak(build):
     out = sh([os.path.join(build, "tools/bench/op-peak-flops"), "--seconds", "0.5"])
     rows = dict(re.findall(r"threads (\d+): ([\d.]+) GFLOP/s", out))
-    isa = re.search(r"isa ([^,\s]+)", out).group(1)
-    return isa, {int(k): float(v) for k, v in rows.items()}
+    isa = re.search(r"isa ([^,\s]+), (\d+) accumulators", out)
+    return f"{isa.group(1)}, {isa.group(2)}", {int(k): float(v) for k, v in rows.items()}
 
 
 def networks(build, models, rounds, per_round, threads, tinygrad_devs, log):
@@ -324,7 +324,7 @@ def main():
     isa, pk = peak(a.build)
     peak_all = pk[max(pk)]
     sections.append(("Peak fp32 throughput (FMA loop)", "\n".join(
-        [f"Measured in this run with {isa}, 12 independent accumulators per thread.", "",
+        [f"Measured in this run with {isa} independent accumulators per thread.", "",
          "| threads | GFLOP/s |", "|---|---|"] +
         [f"| {t} | {g:.1f} |" for t, g in sorted(pk.items())])))
 
@@ -413,6 +413,8 @@ def main():
             [f"| {l} | {ms:.3f} | {rate:,.0f} | {'—' if b is None else f'{b:,.0f}'} |"
              for l, ms, rate, b in rows])))
 
+    sections.append(("This run", f"The command took {(time.time() - t_start) / 60:.1f} minutes "
+                     f"on this machine (peers' model loading and compilation included)."))
     write_report(a.out, sections)
     print(open(a.out).read())
     log(f"done, written to {a.out}")
