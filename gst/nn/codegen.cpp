@@ -364,7 +364,7 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   if (res != kNoTensor && !cs.split_epilogue)
     d.Def("TR", e.Tag(res));
   if (!cs.split_epilogue)
-    d.Def("ACT(x)", cs.act);
+    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d_vec";
@@ -436,7 +436,7 @@ Status LowerConv(Emitter &e, const Node &node) {
   if (res != kNoTensor && !split_epilogue)
     d.Def("TR", e.Tag(res));
   if (!split_epilogue)
-    d.Def("ACT(x)", act);
+    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d";
@@ -600,7 +600,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
       d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
     if (res != kNoTensor)
       d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
-    d.Def("ACT(x)", act);
+    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
     Pending k;
     k.label = node.Describe();
     k.entry = "matmul_vec";
@@ -635,7 +635,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
   if (res != kNoTensor)
     d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
-  d.Def("ACT(x)", act);
+  OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
   Pending k;
   k.label = node.Describe();
   k.entry = "matmul";

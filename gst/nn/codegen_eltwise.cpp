@@ -333,17 +333,9 @@ Status LowerMath(Emitter &e, const Node &node) {
   return Internal(label + " is not elementwise");
 }
 
-Status LowerChain(Emitter &e, const Node &node) {
-  TensorId y = node.outputs[0];
-  MapKernel m;
-  m.space = e.Dims(y);
-  m.output = y;
-  m.inputs = node.inputs;
-  for (TensorId t : m.inputs)
-    if (t == kNoTensor)
-      return InvalidArgument(node.Describe() + " has an absent input");
-  for (size_t k = 0; k < m.inputs.size(); k++)
-    m.body += "const float x" + std::to_string(k) + " = " + ValueOf(e, m, k, true, m.space) + "; ";
+// The steps of a chain as statements on `float v`, which starts as x0; binary steps read a
+// scalar literal or x<k>, the chain's input k (one of `num_inputs`).
+StatusOr<std::string> ChainSteps(const Node &node, size_t num_inputs) {
   auto ops = node.attrs.Strings("ops");
   auto operand = node.attrs.Ints("operand");
   auto swap = node.attrs.Ints("swap");
@@ -352,7 +344,7 @@ Status LowerChain(Emitter &e, const Node &node) {
   if (operand.size() != ops.size() || swap.size() != ops.size() || alpha.size() != ops.size() ||
       beta.size() != ops.size())
     return InvalidArgument(node.Describe() + ": step attribute lists differ in length");
-  m.body += "float v = x0; ";
+  std::string body;
   for (size_t s = 0; s < ops.size(); s++) {
     OpKind op;
     if (!OpFromName(ops[s], &op))
@@ -364,7 +356,7 @@ Status LowerChain(Emitter &e, const Node &node) {
       std::string other;
       if (operand[s] < 0)
         other = FloatLit(alpha[s]);
-      else if (static_cast<size_t>(operand[s]) < m.inputs.size())
+      else if (static_cast<size_t>(operand[s]) < num_inputs)
         other = "x" + std::to_string(operand[s]);
       else
         return InvalidArgument(node.Describe() + ": chain step " + std::to_string(s) +
@@ -372,10 +364,26 @@ Status LowerChain(Emitter &e, const Node &node) {
       OP_ASSIGN_OR_RETURN(expr, swap[s] ? BinaryExpr(op, other, "v", true, false)
                                         : BinaryExpr(op, "v", other, true, false));
     }
-    m.body += "v = " + expr + "; ";
+    body += "v = " + expr + "; ";
   }
+  return body;
+}
+
+Status LowerChain(Emitter &e, const Node &node) {
+  TensorId y = node.outputs[0];
+  MapKernel m;
+  m.space = e.Dims(y);
+  m.output = y;
+  m.inputs = node.inputs;
+  for (TensorId t : m.inputs)
+    if (t == kNoTensor)
+      return InvalidArgument(node.Describe() + " has an absent input");
+  for (size_t k = 0; k < m.inputs.size(); k++)
+    m.body += "const float x" + std::to_string(k) + " = " + ValueOf(e, m, k, true, m.space) + "; ";
+  OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, m.inputs.size()));
+  m.body += "float v = x0; " + steps;
   m.body += Out(e, m, "i", "v");
-  m.flops = static_cast<uint64_t>(Product(m.space)) * ops.size();
+  m.flops = static_cast<uint64_t>(Product(m.space)) * node.attrs.Strings("ops").size();
   return EmitMap(e, m, node.Describe());
 }
 
@@ -392,8 +400,19 @@ StatusOr<std::string> ActivationExpr(const std::string &name, float alpha, float
 }
 
 StatusOr<std::string> FusedActivation(const Node &node) {
+  if (node.attrs.String("activation") == "Chain")
+    return std::string("nn_act_chain(x)");
   return ActivationExpr(node.attrs.String("activation"), node.attrs.Float("activation_alpha"),
                         node.attrs.Float("activation_beta"), "(x)");
+}
+
+Status DefineActivation(Defines &d, const Node &node, const std::string &act) {
+  d.Def("ACT(x)", act);
+  if (node.attrs.String("activation") != "Chain")
+    return Status::Ok();
+  OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, 1));
+  d.Def("NN_ACT_CHAIN", "{ float v = x0; " + steps + "return v; }");
+  return Status::Ok();
 }
 
 Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label) {
@@ -407,6 +426,8 @@ Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label
 
 Status EmitAddActivation(Emitter &e, TensorId a, TensorId b, TensorId dst, const std::string &act,
                          bool act_after_add, const std::string &label) {
+  if (act.find("nn_act_chain") != std::string::npos)
+    return Unsupported(label + ": a fused chain with a residual of another shape");
   MapKernel m;
   m.space = e.Dims(dst);
   m.inputs = {a, b};

@@ -92,8 +92,12 @@ int64_t Product(const std::vector<int64_t> &dims, size_t from = 0,
 // Unsupported for names it does not know.
 StatusOr<std::string> ActivationExpr(const std::string &op, float alpha, float beta,
                                      const std::string &x);
-// The `#define ACT(x) ...` value for the fused activation attributes of a node.
+// The `#define ACT(x) ...` value for the fused activation attributes of a node; for the
+// activation "Chain" (an element-wise chain fused into the epilogue) a call of nn_act_chain,
+// which DefineActivation defines.
 StatusOr<std::string> FusedActivation(const Node &node);
+// Defines ACT(x) as `act` (FusedActivation's) and, for a chain, the body of nn_act_chain.
+Status DefineActivation(Defines &d, const Node &node, const std::string &act);
 
 // Elementwise ops, Cast, Where, BatchNormalization, ElementwiseChain.
 Status LowerElementwise(Emitter &e, const Node &node);

@@ -704,6 +704,62 @@ Status FuseElementwiseChains(Graph &graph) {
   return Status::Ok();
 }
 
+Status FuseChainIntoEpilogue(Graph &graph) {
+  const std::vector<int> uses = graph.UseCounts();
+  const std::vector<int> producer = graph.Producers();
+  std::vector<bool> gone(graph.nodes.size(), false);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const Node &chain = graph.nodes[k];
+    if (chain.op != OpKind::kElementwiseChain || chain.inputs.size() != 1 ||
+        chain.outputs.size() != 1)
+      continue;
+    const TensorId x = chain.inputs[0];
+    if (x == kNoTensor || uses[static_cast<size_t>(x)] != 1 || IsGraphOutput(graph, x) ||
+        producer[static_cast<size_t>(x)] < 0)
+      continue;
+    Node &p = graph.nodes[static_cast<size_t>(producer[static_cast<size_t>(x)])];
+    const OpKind op = p.op;
+    const bool fusable = op == OpKind::kConv || op == OpKind::kFusedConv || op == OpKind::kGemm ||
+                         op == OpKind::kFusedGemm || op == OpKind::kMatMul;
+    if (!fusable || p.outputs.size() != 1 || p.outputs[0] != x)
+      continue;
+    if (op == OpKind::kMatMul &&
+        (graph.tensor(p.inputs[0]).shape.rank() < 2 || graph.tensor(p.inputs[1]).shape.rank() < 2))
+      continue;
+    // The chain comes last: after an activation, or after a residual added after one, it
+    // cannot be the activation.
+    if (!p.attrs.String("activation", "").empty() ||
+        p.attrs.Int("residual_after_activation", 0) != 0)
+      continue;
+    const Tensor &xt = graph.tensor(x), &yt = graph.tensor(chain.outputs[0]);
+    if (xt.dtype != yt.dtype || xt.shape != yt.shape)
+      continue;
+    if (op == OpKind::kConv)
+      p.op = OpKind::kFusedConv;
+    if (op == OpKind::kGemm || op == OpKind::kMatMul) {
+      p.op = OpKind::kFusedGemm;
+      if (op == OpKind::kMatMul) {
+        p.attrs.Set("alpha", 1.f);
+        p.attrs.Set("beta", 1.f);
+      }
+    }
+    p.attrs.Set("activation", std::string("Chain"));
+    for (const char *key : {"ops", "operand", "swap", "step_alpha", "step_beta"}) {
+      auto it = chain.attrs.map().find(key);
+      if (it != chain.attrs.map().end())
+        p.attrs.Set(key, it->second);
+    }
+    p.outputs[0] = chain.outputs[0];
+    gone[k] = true;
+  }
+  std::vector<Node> kept;
+  for (size_t k = 0; k < graph.nodes.size(); ++k)
+    if (!gone[k])
+      kept.push_back(std::move(graph.nodes[k]));
+  graph.nodes = std::move(kept);
+  return Status::Ok();
+}
+
 Status EliminateDeadCode(Graph &graph) {
   graph.RemoveDeadCode();
   return Status::Ok();
@@ -718,6 +774,7 @@ Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
     OP_RETURN_IF_ERROR(FuseLayerNormalization(graph));
     OP_RETURN_IF_ERROR(FuseConvGemm(graph));
     OP_RETURN_IF_ERROR(FuseElementwiseChains(graph));
+    OP_RETURN_IF_ERROR(FuseChainIntoEpilogue(graph));
   }
   OP_RETURN_IF_ERROR(EliminateDeadCode(graph));
   return graph.Validate();

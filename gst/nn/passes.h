@@ -24,6 +24,9 @@ Status FuseLayerNormalization(Graph &graph);
 Status FuseConvGemm(Graph &graph);
 // Runs of elementwise Unary/Binary ops on one value → ElementwiseChain.
 Status FuseElementwiseChains(Graph &graph);
+// An ElementwiseChain of one value (GELU, say) right after a Conv/Gemm/MatMul (fused or not,
+// without an activation of its own) → that node's epilogue (activation "Chain").
+Status FuseChainIntoEpilogue(Graph &graph);
 // Removes nodes and tensors nobody reads.
 Status EliminateDeadCode(Graph &graph);
 

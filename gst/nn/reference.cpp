@@ -347,11 +347,49 @@ Real ApplyBinary(OpKind op, Real a, Real b, DType dtype, int64_t fmod) {
   }
 }
 
+StatusOr<std::vector<ChainStep>> GetChainSteps(const Node &n, size_t num_inputs) {
+  const auto ops = n.attrs.Strings("ops");
+  const auto operand = n.attrs.Ints("operand");
+  const auto swap = n.attrs.Ints("swap");
+  const auto alpha = n.attrs.Floats("step_alpha");
+  const auto beta = n.attrs.Floats("step_beta");
+  const size_t steps = ops.size();
+  if (operand.size() != steps || swap.size() != steps || alpha.size() != steps ||
+      beta.size() != steps)
+    return InvalidArgument(n.Describe() + ": chain attribute lists differ in length");
+  std::vector<ChainStep> st;
+  for (size_t k = 0; k < steps; ++k) {
+    ChainStep s;
+    if (!OpFromName(ops[k], &s.op))
+      return InvalidArgument(n.Describe() + ": unknown chain op " + ops[k]);
+    s.cls = ClassOf(s.op);
+    if (s.cls != OpClass::kUnary && s.cls != OpClass::kBinary)
+      return InvalidArgument(n.Describe() + ": chain op " + ops[k] + " is not elementwise");
+    s.operand = operand[k];
+    if (s.cls == OpClass::kBinary &&
+        (s.operand < -1 || s.operand >= static_cast<int64_t>(num_inputs)))
+      return InvalidArgument(n.Describe() + ": chain operand index out of range");
+    s.swap = swap[k] != 0;
+    s.scalar = alpha[k];
+    s.p.alpha = alpha[k];
+    s.p.beta = beta[k];
+    if (s.op == OpKind::kSelu)
+      s.p.gamma = beta[k];
+    st.push_back(s);
+  }
+  return st;
+}
+
 StatusOr<Activation> GetActivation(const Node &node) {
   Activation act;
   const std::string name = node.attrs.String("activation", "");
   if (name.empty())
     return act;
+  if (name == "Chain") {
+    OP_ASSIGN_OR_RETURN(act.chain, GetChainSteps(node, 1));
+    act.is_chain = true;
+    return act;
+  }
   if (!OpFromName(name, &act.op) || ClassOf(act.op) != OpClass::kUnary)
     return InvalidArgument(node.Describe() + ": activation '" + name + "' is not a unary op");
   Attributes a;
@@ -410,63 +448,19 @@ void Elementwise(const Node &n, const Inputs &in, Tensor &out) {
 }
 
 Status RunChain(const Node &n, const Inputs &in, Tensor &out) {
-  const auto ops = n.attrs.Strings("ops");
-  const auto operand = n.attrs.Ints("operand");
-  const auto swap = n.attrs.Ints("swap");
-  const auto alpha = n.attrs.Floats("step_alpha");
-  const auto beta = n.attrs.Floats("step_beta");
-  const size_t steps = ops.size();
-  if (operand.size() != steps || swap.size() != steps || alpha.size() != steps ||
-      beta.size() != steps)
-    return Bad(n, "chain attribute lists differ in length");
-  struct Step {
-    OpKind op;
-    OpClass cls;
-    int64_t operand;
-    bool swap;
-    UnaryParams p;
-    double scalar;
-  };
-  std::vector<Step> st;
-  for (size_t k = 0; k < steps; ++k) {
-    Step s{};
-    if (!OpFromName(ops[k], &s.op))
-      return Bad(n, "unknown chain op " + ops[k]);
-    s.cls = ClassOf(s.op);
-    if (s.cls != OpClass::kUnary && s.cls != OpClass::kBinary)
-      return Bad(n, "chain op " + ops[k] + " is not elementwise");
-    s.operand = operand[k];
-    if (s.cls == OpClass::kBinary &&
-        (s.operand < -1 || s.operand >= static_cast<int64_t>(in.size()) ||
-         (s.operand >= 0 && !in[static_cast<size_t>(s.operand)])))
+  OP_ASSIGN_OR_RETURN(std::vector<ChainStep> st, GetChainSteps(n, in.size()));
+  for (const ChainStep &s : st)
+    if (s.operand >= 0 && !in[static_cast<size_t>(s.operand)])
       return Bad(n, "chain operand index out of range");
-    s.swap = swap[k] != 0;
-    s.scalar = alpha[k];
-    s.p.alpha = alpha[k];
-    s.p.beta = beta[k];
-    if (s.op == OpKind::kSelu)
-      s.p.gamma = beta[k];
-    st.push_back(s);
-  }
   std::vector<std::vector<int64_t>> offs;
   for (const Tensor *t : in)
     offs.push_back(t ? BroadcastOffsets(t->shape, out.shape) : std::vector<int64_t>{});
   const size_t count = static_cast<size_t>(out.shape.NumElements());
   for (size_t i = 0; i < count; ++i) {
-    // The chain computes in float32, as the fused kernel does.
-    float v = static_cast<float>(GetReal(*in[0], static_cast<size_t>(offs[0][i])));
-    for (const Step &s : st) {
-      if (s.cls == OpClass::kUnary) {
-        v = static_cast<float>(ApplyUnary(s.op, v, s.p, DType::kFloat32));
-        continue;
-      }
-      float o = s.operand < 0 ? static_cast<float>(s.scalar)
-                              : static_cast<float>(GetReal(
-                                    *in[static_cast<size_t>(s.operand)],
-                                    static_cast<size_t>(offs[static_cast<size_t>(s.operand)][i])));
-      v = static_cast<float>(s.swap ? ApplyBinary(s.op, o, v, DType::kFloat32, 0)
-                                    : ApplyBinary(s.op, v, o, DType::kFloat32, 0));
-    }
+    const float v = ApplyChain(st, [&](int64_t k) {
+      return static_cast<float>(GetReal(*in[static_cast<size_t>(k)],
+                                        static_cast<size_t>(offs[static_cast<size_t>(k)][i])));
+    });
     SetReal(Mut(out), out.dtype, i, v);
   }
   return Status::Ok();

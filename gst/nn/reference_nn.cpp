@@ -37,7 +37,12 @@ Status Epilogue(const Node &n, const Tensor *residual, std::vector<double> &y, c
     double v = y[i];
     if (residual && !after)
       v += r[static_cast<size_t>(roff[i])];
-    v = static_cast<double>(ApplyUnary(act.op, v, act.params, DType::kFloat32));
+    if (act.is_chain) {
+      const float x0 = static_cast<float>(v);
+      v = ApplyChain(act.chain, [x0](int64_t) { return x0; });
+    } else {
+      v = static_cast<double>(ApplyUnary(act.op, v, act.params, DType::kFloat32));
+    }
     if (residual && after)
       v += r[static_cast<size_t>(roff[i])];
     y[i] = v;

@@ -37,10 +37,42 @@ Real ApplyUnary(OpKind op, Real x, const UnaryParams &p, DType dtype);
 // Applies a Binary op; `dtype` is the inputs' dtype (integer division truncates).
 Real ApplyBinary(OpKind op, Real a, Real b, DType dtype, int64_t fmod);
 
-// Activation of a fused op from its attributes (activation, activation_alpha/beta).
+// The steps of an ElementwiseChain, or of a fused op whose activation is "Chain" (attributes
+// ops, operand, swap, step_alpha, step_beta). A binary step's operand is a scalar (-1) or one of
+// the chain's `num_inputs` inputs.
+struct ChainStep {
+  OpKind op = OpKind::kIdentity;
+  OpClass cls = OpClass::kUnary;
+  int64_t operand = -1;
+  bool swap = false;
+  UnaryParams p;
+  double scalar = 0;
+};
+StatusOr<std::vector<ChainStep>> GetChainSteps(const Node &n, size_t num_inputs);
+// One element of a chain, in float32 as the fused kernels compute it; `input(k)` is the value
+// of the chain's input k (input 0 is where the chain starts).
+template <typename Input>
+float ApplyChain(const std::vector<ChainStep> &steps, Input input) {
+  float v = input(0);
+  for (const ChainStep &s : steps) {
+    if (s.cls == OpClass::kUnary) {
+      v = static_cast<float>(ApplyUnary(s.op, v, s.p, DType::kFloat32));
+      continue;
+    }
+    const float o = s.operand < 0 ? static_cast<float>(s.scalar) : input(s.operand);
+    v = static_cast<float>(s.swap ? ApplyBinary(s.op, o, v, DType::kFloat32, 0)
+                                  : ApplyBinary(s.op, v, o, DType::kFloat32, 0));
+  }
+  return v;
+}
+
+// Activation of a fused op from its attributes (activation, activation_alpha/beta): one Unary
+// op, or a chain of element-wise steps on the pre-activation value (activation "Chain").
 struct Activation {
   OpKind op = OpKind::kIdentity;
   UnaryParams params;
+  std::vector<ChainStep> chain;  // activation "Chain"
+  bool is_chain = false;
 };
 StatusOr<Activation> GetActivation(const Node &node);
 

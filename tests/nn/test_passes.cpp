@@ -254,6 +254,49 @@ TEST(Passes, GeluTanhBecomesOneChain) {
   EXPECT_EQ(after.nodes.size(), 2u);  // the chain and x * 0.5
 }
 
+// x * 0.5 * (1 + tanh(0.79788 (x + 0.044715 x^3))) as the exporters write it, on `x`.
+TensorId Gelu(Builder &b, TensorId x, const std::string &p) {
+  TensorId c = b.Add(OpKind::kMul, {x, x}, p + "sq");
+  c = b.Add(OpKind::kMul, {x, c}, p + "cube");
+  c = b.Add(OpKind::kMul, {c, b.Scalar(p + "k", 0.044715f)}, p + "m1");
+  c = b.Add(OpKind::kAdd, {x, c}, p + "a1");
+  c = b.Add(OpKind::kMul, {c, b.Scalar(p + "s", 0.7978845608f)}, p + "m2");
+  c = b.Add(OpKind::kTanh, {c}, p + "t");
+  c = b.Add(OpKind::kAdd, {c, b.Scalar(p + "one", 1)}, p + "a2");
+  c = b.Add(OpKind::kMul, {x, c}, p + "m3");
+  return b.Add(OpKind::kMul, {c, b.Scalar(p + "half", 0.5f)}, p + "y");
+}
+
+TEST(Passes, GeluAfterConvAndMatMulBecomesTheirEpilogue) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 7, 13});
+  TensorId c = b.Add(OpKind::kConv, {x, b.Const("w", Shape{5, 3, 3, 3}), b.Const("cb", Shape{5})},
+                     "c", Pads(1));
+  TensorId g1 = Gelu(b, c, "g1");
+  TensorId m = b.Add(OpKind::kMatMul, {g1, b.Const("w2", Shape{13, 6})}, "m");
+  b.Output(Gelu(b, m, "g2"));
+  Graph after = CheckSame(b, [](Graph &g) { return OptimizeGraph(g); });
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kFusedConv);
+  EXPECT_EQ(after.nodes[1].op, OpKind::kFusedGemm);
+  for (const Node &n : after.nodes) {
+    EXPECT_EQ(n.attrs.String("activation"), "Chain") << n.Describe();
+    EXPECT_EQ(n.attrs.Strings("ops").size(), 9u) << n.Describe();
+  }
+}
+
+TEST(Passes, ChainAfterAnActivationStaysAChain) {
+  Builder b;
+  TensorId x = b.Input("x", Shape{1, 3, 7, 13});
+  TensorId c = b.Add(OpKind::kConv, {x, b.Const("w", Shape{5, 3, 3, 3})}, "c", Pads(1));
+  TensorId r = b.Add(OpKind::kRelu, {c}, "r");
+  b.Output(Gelu(b, r, "g"));
+  Graph after = CheckSame(b, [](Graph &g) { return OptimizeGraph(g); });
+  ASSERT_EQ(after.nodes.size(), 2u);
+  EXPECT_EQ(after.nodes[0].attrs.String("activation"), "Relu");
+  EXPECT_EQ(after.nodes[1].op, OpKind::kElementwiseChain);
+}
+
 TEST(Passes, Fp16RoundTripCastsGoButRoundingCastsStay) {
   Builder b;
   TensorId x = b.Input("x", Shape{3, 13}, DType::kFloat16);

@@ -117,9 +117,10 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #endif
     float t[V];
     NN_CAT(vstore, V)(acc[a], 0, t);
-    for (int c = 0; c < V; c++) {
-      if (p0 + c >= PIXELS)
-        break;
+    // A whole vector in range runs a loop without exits, which the compiler vectorises
+    // (activations included); the edge keeps its bounds.
+    const int lanes = p0 + V <= PIXELS ? V : PIXELS - p0;
+    for (int c = 0; c < (lanes == V ? V : lanes); c++) {
       const int yi = ybase + oc * (OH * OW) + c;
       float v = t[c] + bias;
 #if HAS_RES && !RES_AFTER

@@ -127,6 +127,12 @@ inline float nn_round_half(float x) {
   return as_float((u + 0x0FFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
 }
 
+// An element-wise chain fused into a convolution's or product's epilogue: code generation
+// defines its statements on v (which starts as the pre-activation value x0) as NN_ACT_CHAIN.
+#ifdef NN_ACT_CHAIN
+inline float nn_act_chain(float x0) NN_ACT_CHAIN
+#endif
+
 #ifndef ACT
 #define ACT(x) nn_identity(x)
 #endif
