@@ -202,7 +202,8 @@ Status Executor::Load() {
 StatusOr<cl::EventHandle> Executor::Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
                                         const cl_mem *outputs, size_t num_outputs,
                                         const cl::EventList &wait,
-                                        std::vector<cl::EventHandle> *launch_events) {
+                                        std::vector<cl::EventHandle> *launch_events,
+                                        cl::EventHandle *first_launch) {
   if (num_inputs != model_.inputs.size() || num_outputs != model_.outputs.size())
     return InvalidArgument("the model takes " + std::to_string(model_.inputs.size()) +
                            " inputs and " + std::to_string(model_.outputs.size()) +
@@ -237,6 +238,8 @@ StatusOr<cl::EventHandle> Executor::Run(cl::Queue &queue, const cl_mem *inputs, 
                            k == 0 ? wait : cl::EventList{}));
     if (launch_events)
       launch_events->push_back(last);
+    if (first_launch && k == 0)
+      *first_launch = last;
   }
   return last;
 }

@@ -36,11 +36,14 @@ class Executor {
 
   // Enqueues one run. `inputs` and `outputs` hold one cl_mem per model input/output, each at
   // least that tensor's bytes (checked). Returns the completion event. With `launch_events`
-  // (profiling tools), the event of every launch is appended to it, in model order.
+  // (profiling tools), the event of every launch is appended to it, in model order; with
+  // `first_launch`, the first launch's event is stored there (its start and the completion
+  // event's end bound the run's device time on a profiling queue).
   StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs, size_t num_inputs,
                                 const cl_mem *outputs, size_t num_outputs,
                                 const cl::EventList &wait = {},
-                                std::vector<cl::EventHandle> *launch_events = nullptr);
+                                std::vector<cl::EventHandle> *launch_events = nullptr,
+                                cl::EventHandle *first_launch = nullptr);
 
   // Host convenience for tools and tests: uploads `inputs` (matched by name; dtype and shape
   // must match the model's), runs, waits and returns the outputs as constant-style tensors in

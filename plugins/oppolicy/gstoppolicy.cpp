@@ -29,7 +29,8 @@
  * - `model` (string): ONNX (compiled on first use, cached) or .opm; mutable while PLAYING.
  * - `device` (from the base class), `precision` (auto, fp32, fp16): READY only.
  * - `desire` (none, turn-left, …, keep-right), `traffic-convention` (right-hand, left-hand).
- * - read-only statistics: `frames`, `mean-time`, `max-time` (ms).
+ * - read-only statistics: `frames`, `mean-time`, `max-time` (submission to completion),
+ *   `device-time` (first kernel's start to last kernel's end), all in ms.
  */
 #include "gstoppolicy.h"
 
@@ -63,6 +64,7 @@ enum {
   PROP_FRAMES,
   PROP_MEAN_TIME,
   PROP_MAX_TIME,
+  PROP_DEVICE_TIME,
   PROP_ACTIVE_MODEL,
 };
 
@@ -539,7 +541,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   inputs[impl->plan.features] = impl->queues->features();
   inputs[impl->plan.desire] = impl->queues->desire_pulse();
   inputs[impl->plan.traffic] = impl->queues->traffic_convention();
-  auto run = net->Run(queue, inputs, outputs + n_in, {f->get(), d->get()});
+  op::cl::EventHandle first;
+  auto run = net->Run(queue, inputs, outputs + n_in, {f->get(), d->get()}, &first);
   if (!run.ok())
     return fail(run.status(), "Running the policy network failed.");
   events[n_events] = std::move(run).value();
@@ -549,10 +552,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     return fail(all.status(), "Could not mark the frame's completion.");
   gst_op_buffer_set_write_event(outbuf, all->get());
   (void)queue.Flush();
-  impl->timer->Track(all->get(), t0);
+  impl->timer->Track(all->get(), t0, first.get(), events[n_events - 1].get());
 
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
-  meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().last_ns;
+  meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
   impl->frames++;
 
   const GstClockTime measured = impl->timer->stats().max_ns;
@@ -619,6 +622,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MAX_TIME:
       g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
       break;
+    case PROP_DEVICE_TIME:
+      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
       break;
@@ -682,6 +688,12 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       g_param_spec_double("max-time", "Maximum time",
                           "Longest time from submission to device completion of a frame (ms)", 0,
                           G_MAXDOUBLE, 0, ro));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE_TIME,
+      g_param_spec_double("device-time", "Device time",
+                          "Mean device time per frame, from the start of its first kernel to the "
+                          "end of its last (ms; 0 where the queue has no profiling)",
+                          0, G_MAXDOUBLE, 0, ro));
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

@@ -40,7 +40,8 @@
  * - `skip-after-drop` (bool, default true), `max-skew` (ns, default 10 ms).
  * - `desire`, `traffic-convention`: the policy settings of a combined network (mutable live).
  * - read-only statistics: `frames`, `skipped`, `out-of-sync`, `dropped-wide`, `dropped-road`,
- *   `qos-dropped`, `mean-time` and `max-time` (device time per frame, ms).
+ *   `qos-dropped`, `mean-time` and `max-time` (submission to device completion per frame,
+ *   queueing included, ms), `device-time` (first kernel's start to last kernel's end, ms).
  */
 #include "gstopvision.h"
 
@@ -89,6 +90,7 @@ enum {
   PROP_QOS_DROPPED,
   PROP_MEAN_TIME,
   PROP_MAX_TIME,
+  PROP_DEVICE_TIME,
   PROP_ACTIVE_MODEL,
 };
 
@@ -437,7 +439,8 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
     inputs[impl->plan.desire] = impl->queues->desire_pulse();
     inputs[impl->plan.traffic] = impl->queues->traffic_convention();
   }
-  auto run = net->Run(queue, inputs, outputs, wait);
+  op::cl::EventHandle first;
+  auto run = net->Run(queue, inputs, outputs, wait, &first);
   if (!run.ok()) {
     gst_buffer_unref(outbuf);
     return fail(run.status(), "Running the vision network failed.");
@@ -456,7 +459,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   gst_op_buffer_set_write_event(outbuf, run->get());
   // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
   (void)queue.Flush();
-  impl->timer->Track(run->get(), t0);
+  impl->timer->Track(run->get(), t0, first.get());
 
   gst_buffer_copy_into(outbuf, img, GST_BUFFER_COPY_METADATA, 0, -1);
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
@@ -474,7 +477,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
     meta->wide_eof_ns = meta->road_eof_ns;
   }
   meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
-      impl->timer->stats().last_ns;
+      impl->timer->stats().stage_ns();
   *out = outbuf;
   return GST_FLOW_OK;
 }
@@ -1043,6 +1046,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MAX_TIME:
       g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
       break;
+    case PROP_DEVICE_TIME:
+      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
       break;
@@ -1136,6 +1142,13 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
       g_param_spec_double("max-time", "Maximum time",
                           "Longest time from submission to device completion of a frame (ms)", 0,
                           G_MAXDOUBLE, 0,
+                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  g_object_class_install_property(
+      gobject_class, PROP_DEVICE_TIME,
+      g_param_spec_double("device-time", "Device time",
+                          "Mean device time per frame, from the start of its first kernel to the "
+                          "end of its last (ms; 0 where the queue has no profiling)",
+                          0, G_MAXDOUBLE, 0,
                           (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 
   g_object_class_install_property(

@@ -135,7 +135,7 @@ int64_t FrameTimer::Now() {
       .count();
 }
 
-void FrameTimer::Track(cl_event event, int64_t start_ns) {
+void FrameTimer::Track(cl_event done, int64_t start_ns, cl_event first, cl_event last) {
   Slot *slot = nullptr;
   {
     std::lock_guard<std::mutex> g(lock_);
@@ -150,21 +150,52 @@ void FrameTimer::Track(cl_event event, int64_t start_ns) {
       return;
     slot->timer = this;
     slot->start_ns = start_ns;
+    slot->first = first;
+    slot->last = last;
     slot->busy = true;
     pending_++;
   }
-  if (clSetEventCallback(event, CL_COMPLETE, &FrameTimer::OnComplete, slot) != CL_SUCCESS) {
+  if (first)
+    clRetainEvent(first);
+  if (last)
+    clRetainEvent(last);
+  if (clSetEventCallback(done, CL_COMPLETE, &FrameTimer::OnComplete, slot) != CL_SUCCESS) {
+    ReleaseEvents(slot);
     std::lock_guard<std::mutex> g(lock_);
     slot->busy = false;
     pending_--;
   }
 }
 
-void CL_CALLBACK FrameTimer::OnComplete(cl_event, cl_int status, void *data) {
+void FrameTimer::ReleaseEvents(Slot *slot) {
+  if (slot->first)
+    clReleaseEvent(slot->first);
+  if (slot->last)
+    clReleaseEvent(slot->last);
+  slot->first = slot->last = nullptr;
+}
+
+void CL_CALLBACK FrameTimer::OnComplete(cl_event done, cl_int status, void *data) {
   auto *slot = static_cast<Slot *>(data);
   FrameTimer *t = slot->timer;
   const int64_t end = Now();
+  // Device time: every command of the frame has completed, so their profiling times are set
+  // (on a queue without profiling the queries fail and only the first time is kept).
+  cl_ulong dev_start = 0, dev_end = 0;
+  const bool device =
+      status == CL_COMPLETE && slot->first &&
+      clGetEventProfilingInfo(slot->first, CL_PROFILING_COMMAND_START, sizeof(dev_start),
+                              &dev_start, nullptr) == CL_SUCCESS &&
+      clGetEventProfilingInfo(slot->last ? slot->last : done, CL_PROFILING_COMMAND_END,
+                              sizeof(dev_end), &dev_end, nullptr) == CL_SUCCESS &&
+      dev_end >= dev_start;
+  ReleaseEvents(slot);
   std::lock_guard<std::mutex> g(t->lock_);
+  if (device) {
+    t->stats_.device_frames++;
+    t->stats_.device_total_ns += dev_end - dev_start;
+    t->stats_.device_last_ns = dev_end - dev_start;
+  }
   if (status == CL_COMPLETE) {
     const uint64_t ns = uint64_t(end > slot->start_ns ? end - slot->start_ns : 0);
     t->stats_.frames++;

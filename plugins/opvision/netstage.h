@@ -72,8 +72,10 @@ class ModelSlot {
   std::string current_path_;  // guarded by lock_
 };
 
-// Device time per frame, measured from submission to the completion callback of the frame's
-// last event: the streaming thread never waits for it.
+// Two times per frame, both read in the completion callback of the frame's last event (the
+// streaming thread never waits): from submission to completion, which includes waiting behind
+// work queued earlier (what latency is made of), and the device time, from the start of the
+// frame's first kernel to the end of its last (profiling events; what the stage costs).
 class FrameTimer {
  public:
   struct Stats {
@@ -81,13 +83,23 @@ class FrameTimer {
     uint64_t total_ns = 0;
     uint64_t max_ns = 0;
     uint64_t last_ns = 0;
+    uint64_t device_frames = 0;  // frames with profiling information
+    uint64_t device_total_ns = 0;
+    uint64_t device_last_ns = 0;
     double mean_ns() const { return frames ? double(total_ns) / double(frames) : 0.0; }
+    double device_mean_ns() const {
+      return device_frames ? double(device_total_ns) / double(device_frames) : 0.0;
+    }
+    // The stage time for GstOpFrameMeta: device time where the queue profiles, else the
+    // submission-to-completion time.
+    uint64_t stage_ns() const { return device_frames ? device_last_ns : last_ns; }
   };
 
   ~FrameTimer() { Drain(); }
-  // Starts timing a frame submitted at `start_ns` (Now()) that ends with `event`. Frames beyond
-  // kSlots in flight are not timed (never happens with bounded pools).
-  void Track(cl_event event, int64_t start_ns);
+  // Starts timing a frame submitted at `start_ns` (Now()) that completes with `done`; its
+  // device time runs from the start of `first` to the end of `last` (`done` when null). Frames
+  // beyond kSlots in flight are not timed (never happens with bounded pools).
+  void Track(cl_event done, int64_t start_ns, cl_event first = nullptr, cl_event last = nullptr);
   // Waits for every tracked completion callback (stop(), after the queue finished).
   void Drain();
   void Reset();
@@ -99,9 +111,12 @@ class FrameTimer {
   struct Slot {
     FrameTimer *timer = nullptr;
     int64_t start_ns = 0;
+    cl_event first = nullptr;  // retained while the slot is busy
+    cl_event last = nullptr;
     bool busy = false;
   };
   static void CL_CALLBACK OnComplete(cl_event event, cl_int status, void *data);
+  static void ReleaseEvents(Slot *slot);
 
   mutable std::mutex lock_;
   std::condition_variable idle_;

@@ -168,9 +168,9 @@ class NnNetwork : public Network {
   const GstOpTensorInfo &inputs() const override { return inputs_; }
   const GstOpTensorInfo &outputs() const override { return outputs_; }
   StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs, const cl_mem *outputs,
-                                const cl::EventList &wait) override {
-    return exec_->Run(queue, inputs, inputs_.tensors.size(), outputs, outputs_.tensors.size(),
-                      wait);
+                                const cl::EventList &wait, cl::EventHandle *first) override {
+    return exec_->Run(queue, inputs, inputs_.tensors.size(), outputs, outputs_.tensors.size(), wait,
+                      nullptr, first);
   }
   std::string Describe() const override { return description_; }
 

@@ -30,9 +30,11 @@ class Network {
   virtual const GstOpTensorInfo &inputs() const = 0;
   virtual const GstOpTensorInfo &outputs() const = 0;
   // One run: `inputs[i]` / `outputs[i]` hold tensor i of inputs() / outputs() at byte 0. Only
-  // sets arguments and enqueues: no allocation, no compilation, no host wait.
+  // sets arguments and enqueues: no allocation, no compilation, no host wait. Returns the last
+  // kernel's event; `first`, when given, receives the first kernel's (for device time).
   virtual StatusOr<cl::EventHandle> Run(cl::Queue &queue, const cl_mem *inputs,
-                                        const cl_mem *outputs, const cl::EventList &wait) = 0;
+                                        const cl_mem *outputs, const cl::EventList &wait,
+                                        cl::EventHandle *first = nullptr) = 0;
   // The file it came from and what it was compiled for, for logs and the element's statistics.
   virtual std::string Describe() const = 0;
 };

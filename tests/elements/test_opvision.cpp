@@ -286,6 +286,14 @@ TEST_F(OpVisionTest, TwoCamerasMatchOnnxruntimeAndTheContractQueues) {
   EXPECT_EQ(pl.Stat(pl.vision, "frames"), 30u);
   EXPECT_EQ(pl.Stat(pl.policy, "frames"), 30u);
   EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 0u);
+  // A frame's device time spans its own kernels: measured, and never longer than the time from
+  // its submission to its completion (the same frames feed both).
+  for (GstElement *e : {pl.vision, pl.policy}) {
+    double device = 0, mean = 0;
+    g_object_get(e, "device-time", &device, "mean-time", &mean, nullptr);
+    EXPECT_GT(device, 0.0) << GST_ELEMENT_NAME(e);
+    EXPECT_LE(device, mean) << GST_ELEMENT_NAME(e);
+  }
   CheckAgainstReference("split", Model("driving_vision_small.onnx"),
                         Model("driving_policy_small.onnx"));
 }

@@ -385,9 +385,10 @@ def main():
         rss = f"{r['rss'] / 1024:.0f}" if r.get("rss") else "—"
         lines.append(f"| {k} | {r['wall_s']:.1f} | {fmt_ms(r['fps'])} | "
                      f"{fmt_ms(r.get('fps_steady'))} | {rss} | {r.get('stages', '—')} |")
-    lines += ["", "opreplay's stage figures: warp is host time in opwarp; vision and policy are "
-              "submission-to-completion times, so frames waiting in the device queue count in "
-              "them (see docs/elements-networks.md)."]
+    lines += ["", "opreplay's stage figures: warp is host time in opwarp; the frame meta and "
+              "device time of vision and policy run from the start of a frame's first kernel to "
+              "the end of its last; submission to completion also counts frames waiting in the "
+              "device queue (see docs/elements-networks.md)."]
     sections.append(("Pipeline", "\n".join(lines)))
 
     fm = first_message(a.build, vision, policy, log)

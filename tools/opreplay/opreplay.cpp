@@ -614,8 +614,10 @@ int main(int argc, char **argv) {
   const guint64 evaluated = Stat(run.vision, "frames"), skipped = Stat(run.vision, "skipped"),
                 out_of_sync = Stat(run.vision, "out-of-sync"),
                 messages = Stat(run.sink, "messages");
-  const double vision_ms = StatMs(run.vision, "mean-time"),
-               policy_ms = StatMs(run.policy, "mean-time");
+  const double vision_ms = StatMs(run.vision, "device-time"),
+               policy_ms = StatMs(run.policy, "device-time"),
+               vision_wait_ms = StatMs(run.vision, "mean-time"),
+               policy_wait_ms = StatMs(run.policy, "mean-time");
   gst_element_set_state(run.pipeline, GST_STATE_NULL);
 
   op::Status sheet_status = op::Status::Ok();
@@ -654,10 +656,11 @@ int main(int argc, char **argv) {
     std::lock_guard<std::mutex> guard(times.lock);
     const double n = times.frames ? double(times.frames) : 1.0;
     std::printf(
-        "  ms per frame     warp %.2f, vision %.2f, policy %.2f (frame meta); "
-        "vision %.2f, policy %.2f (element statistics)\n",
+        "  ms per frame     warp %.2f, vision %.2f, policy %.2f (frame meta); device time: "
+        "vision %.2f, policy %.2f; submission to completion: vision %.2f, policy %.2f\n",
         times.ns[GST_OP_STAGE_WARP] / n / 1e6, times.ns[GST_OP_STAGE_VISION] / n / 1e6,
-        times.ns[GST_OP_STAGE_POLICY] / n / 1e6, vision_ms, policy_ms);
+        times.ns[GST_OP_STAGE_POLICY] / n / 1e6, vision_ms, policy_ms, vision_wait_ms,
+        policy_wait_ms);
   }
   if (run.overlay)
     std::printf("  overlay          %" G_GUINT64_FORMAT " frames, %" G_GUINT64_FORMAT
