@@ -201,8 +201,9 @@ inline void ExpectMatchesReference(Builder &b, Precision precision, float tol,
   }
   Status st = InferShapes(b.g);
   ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
-  if (twin)
+  if (twin) {
     ASSERT_TRUE(InferShapes(twin->g).ok()) << what << ": twin";
+  }
   auto ref = twin ? RunReference(twin->g, twin->feeds) : RunReference(b.g, b.feeds);
   ASSERT_TRUE(ref.ok()) << what << ": reference: " << ref.status().ToString();
   CodegenOptions opt = OptionsForDevice(dev.device->caps(), precision);
