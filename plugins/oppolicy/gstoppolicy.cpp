@@ -210,6 +210,7 @@ static void Close(GstOpBaseFilter *filter) {
   if (impl->ctx)
     (void)gst_op_context_get_queue(impl->ctx).Finish();  // stop(): not the frame path
   impl->timer->Drain();
+  GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->model.Close();
   if (impl->own_pool) {

@@ -535,6 +535,7 @@ static gboolean Stop(GstAggregator *agg) {
     (void)gst_op_context_get_queue(impl->ctx).Finish();
   }
   impl->timer->Drain();
+  GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->features_ready.reset();
   impl->model.Close();

@@ -1,6 +1,8 @@
 #include "netstage.h"
 
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 
 #include "op/gstopmemory.h"
 
@@ -222,6 +224,17 @@ void FrameTimer::Reset() {
 FrameTimer::Stats FrameTimer::stats() const {
   std::lock_guard<std::mutex> g(lock_);
   return stats_;
+}
+
+std::string FrameTimer::Summary() const {
+  const Stats s = stats();
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "%" PRIu64
+                " frames: device time %.2f ms per frame; submission to completion "
+                "%.2f ms per frame, longest %.2f ms",
+                s.frames, s.device_mean_ns() / 1e6, s.mean_ns() / 1e6, s.max_ns / 1e6);
+  return line;
 }
 
 // ---- DeviceInput --------------------------------------------------------------------------

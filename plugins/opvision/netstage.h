@@ -104,6 +104,9 @@ class FrameTimer {
   void Drain();
   void Reset();
   Stats stats() const;
+  // One line for the elements' log at stop: frames, mean device time, mean and longest time
+  // from submission to completion.
+  std::string Summary() const;
   static int64_t Now();
 
  private:

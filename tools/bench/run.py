@@ -221,10 +221,25 @@ def timed(cmd, env=None):
 
 def pipeline(build, vision, policy, frames, log):
     """The sample drive, both cameras: once as a gst-launch-1.0 line, once through opreplay."""
-    env = {"GST_PLUGIN_PATH": os.path.join(build, "plugins")}
+    # The networks log their statistics at stop (INFO): the stage times of a gst-launch run.
+    env = {"GST_PLUGIN_PATH": os.path.join(build, "plugins"),
+           "GST_DEBUG": "opvision:4,oppolicy:4", "GST_DEBUG_NO_COLOR": "1"}
     rpy = sample_rpy()
     drive = os.path.join(ROOT, "samples/drive")
     rows = {}
+
+    def stage_times(text):
+        found = {}
+        for name in ("opvision", "oppolicy"):
+            m = re.search(name + r" .*?(\d+) frames: device time ([\d.]+) ms per frame; "
+                          r"submission to completion ([\d.]+) ms", text)
+            if m:
+                found[name] = (float(m.group(2)), float(m.group(3)))
+        if len(found) < 2:
+            return "—"
+        (vd, vs), (pd, ps) = found["opvision"], found["oppolicy"]
+        return (f"device time: vision {vd:.2f}, policy {pd:.2f}; submission to completion: "
+                f"vision {vs:.2f}, policy {ps:.2f} (element logs)")
     with tempfile.TemporaryDirectory() as d:
         def launch(n_frames):
             # filesrc has no frame count: cut the streams with identity's eos-after.
@@ -241,11 +256,12 @@ def pipeline(build, vision, policy, frames, log):
         log("pipeline: gst-launch-1.0 (warming the model cache)")
         launch(5)
         log(f"pipeline: gst-launch-1.0, {frames} frames and 20 frames")
-        t_all, rss, _ = launch(0 if frames >= 200 else frames)
+        t_all, rss, text = launch(0 if frames >= 200 else frames)
         t_20, _, _ = launch(20)
         n = 200 if frames >= 200 else frames
         rows["gst-launch-1.0"] = {"wall_s": t_all, "fps": n / t_all,
-                                  "fps_steady": (n - 20) / max(1e-9, t_all - t_20), "rss": rss}
+                                  "fps_steady": (n - 20) / max(1e-9, t_all - t_20), "rss": rss,
+                                  "stages": stage_times(text)}
         log("pipeline: opreplay")
         wall, rss2, out = timed([os.path.join(build, "tools/opreplay/opreplay"), drive,
                                  "--vision", vision, "--policy", policy, "--rpy", rpy,
