@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark command (not part of the test suite): sets up what the peers need, builds,
 # generates the full reference models if missing, runs tools/bench/run.py and writes
-# docs/benchmarks.md. About 15 minutes on a 2-core machine; --quick for the small models only.
+# docs/benchmarks.md (which records how long the run took); --quick for the small models only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools/setup-debian.sh
