@@ -3,6 +3,8 @@ can be redone from the committed files alone.
 
 - to_fp16: rewrites a float32 graph into the form openpilot's networks have (fp16 weights and
   compute, float32 or uint8 at the graph boundary with Cast nodes in between);
+- to_fp32_twin: the reverse, for peers and references that need float32 arithmetic (float16
+  initializers widened, Cast-to-float16 made Cast-to-float32);
 - constants_to_initializers: the runtime's op list has no Constant, so constants become weights;
 - count_flops / count_params: what the model cards report, from onnx shape inference;
 - encode_slices / decode_slices: the `output_slices` metadata in openpilot's encoding.
@@ -97,6 +99,20 @@ def to_fp16(model):
     graph.node.extend(new_nodes + body + tail)
     # Intermediate types changed; shape inference recomputes them when someone needs them.
     del graph.value_info[:]
+
+
+def to_fp32_twin(model):
+    """The float32 twin of a float16 model, in place: the same graph computing in float32."""
+    for i, init in enumerate(model.graph.initializer):
+        if init.data_type == TensorProto.FLOAT16:
+            a = numpy_helper.to_array(init).astype(np.float32)
+            model.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, init.name))
+    for n in model.graph.node:
+        for a in n.attribute:
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT16:
+                a.i = TensorProto.FLOAT
+    del model.graph.value_info[:]
+    return model
 
 
 def encode_slices(slices):

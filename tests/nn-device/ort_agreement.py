@@ -49,17 +49,10 @@ def random_input(rng, info):
 
 def fp32_twin(path, out_dir):
     import onnx
-    from onnx import numpy_helper, TensorProto
-    m = onnx.load(path)
-    for i, init in enumerate(m.graph.initializer):
-        if init.data_type == TensorProto.FLOAT16:
-            a = numpy_helper.to_array(init).astype(np.float32)
-            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, init.name))
-    for n in m.graph.node:
-        for a in n.attribute:
-            if n.op_type == 'Cast' and a.name == 'to' and a.i == TensorProto.FLOAT16:
-                a.i = TensorProto.FLOAT
-    del m.graph.value_info[:]
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..',
+                                    'models'))
+    import onnx_util
+    m = onnx_util.to_fp32_twin(onnx.load(path))
     out = os.path.join(out_dir, os.path.basename(path).replace('.onnx', '_fp32.onnx'))
     onnx.save(m, out)
     return out

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A peer runtime serving timed runs of one ONNX model, for tools/bench/run.py.
 
-  peer.py --engine ort|tinygrad MODEL [--threads N]
+  peer.py --engine ort|tinygrad MODEL [--threads N] [--fp32-twin]
 
 Same line protocol as op-bench-model --serve: one JSON line after loading ({"load_ms": ...}),
 then for each count read from stdin one JSON list of that many run times in milliseconds.
@@ -9,11 +9,15 @@ Inputs are random, created once; a run ends when its outputs are computed (for t
 the device has synchronised), matching how our runtime is timed.
 
 tinygrad picks its device from the DEV environment variable (DEV=CPU or DEV=CL), so run.py
-starts one process per tinygrad device.
+starts one process per tinygrad device. --fp32-twin runs the model's float32 twin (models/
+onnx_util.to_fp32_twin): tinygrad 0.14 cannot compile the float16 models for an OpenCL device
+without cl_khr_fp16 (PoCL), and the twin is the arithmetic our runtime does at fp32 storage.
 """
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -81,10 +85,20 @@ def main():
     ap.add_argument("--engine", choices=["ort", "tinygrad"], required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--fp32-twin", action="store_true",
+                    help="run the model's float32 twin (see the module's docstring)")
     ap.add_argument("model")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    run = (ort_runner if a.engine == "ort" else tinygrad_runner)(a.model, a.threads)
+    path = a.model
+    if a.fp32_twin:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "models"))
+        import onnx_util
+        tmp = tempfile.mkdtemp(prefix="peer-twin-")
+        path = os.path.join(tmp, os.path.basename(a.model))
+        onnx.save(onnx_util.to_fp32_twin(onnx.load(a.model)), path)
+    run = (ort_runner if a.engine == "ort" else tinygrad_runner)(path, a.threads)
     for _ in range(a.warmup):  # tinygrad's JIT captures on the first runs
         run()
     print(json.dumps({"load_ms": (time.perf_counter() - t0) * 1e3}), flush=True)
