@@ -564,72 +564,40 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   // kernel); a constant B, transposed or not, is laid out once as panels of V columns.
   const bool b_const =
       e.T(e.Root(bt)).is_constant() && IsFloat(e.T(bt).dtype) && Product(bbatch) == 1;
-  if (e.opt.profile == cl::Profile::kCpu && n >= 4 && (!tb || b_const)) {
-    const int64_t v = n >= 16 ? 16 : (n >= 8 ? 8 : 4);
-    if (b_const) {
-      const Tensor &src = e.T(e.Root(bt));
-      const size_t es = DTypeSize(src.dtype);
-      const int64_t panels = CeilDiv(n, v);
-      Bytes p(static_cast<size_t>(panels * ka * v) * es, 0);
-      for (int64_t col = 0; col < n; col++)
-        for (int64_t kk = 0; kk < ka; kk++) {
-          const int64_t from = tb ? col * ka + kk : kk * n + col;
-          const int64_t to = ((col / v) * ka + kk) * v + col % v;
-          std::memcpy(&p[static_cast<size_t>(to) * es],
-                      src.data->data() + static_cast<size_t>(from) * es, es);
-        }
-      bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, v}, std::move(p));
-      tb = false;
-      bbatch.clear();
-    }
-    // Enough rows per work-item to keep the FMA units busy, V columns per vector.
-    const int64_t rm = std::min<int64_t>(m, 8);
-    Defines d;
-    d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
-    d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
-    d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1).Int("B_SK", n);
-    d.Int("B_PANEL", b_const);
-    d.Def("A_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " +
-                           std::to_string(m * ka) + ")");
-    d.Def("B_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " +
-                           std::to_string(ka * n) + ")");
-    std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
-    d.Int("RM", rm).Int("V", v).Flt("ALPHA", alpha).Flt("BETA", beta);
-    d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
-    if (c != kNoTensor)
-      d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
-    if (res != kNoTensor)
-      d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
-    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
-    Pending k;
-    k.label = node.Describe();
-    k.entry = "matmul_vec";
-    OP_ASSIGN_OR_RETURN(k.source, e.Source("matmul_vec", d));
-    k.global = {CeilDiv(n, v), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
-    k.args = {TArg(a), TArg(bt)};
-    if (c != kNoTensor)
-      k.args.push_back(TArg(c));
-    if (res != kNoTensor)
-      k.args.push_back(TArg(res));
-    k.args.push_back(TArg(y));
-    k.writes = {y};
-    k.flops = 2ull * batch * m * n * ka;
-    e.Emit(std::move(k));
-    return Status::Ok();
+  const bool vec = e.opt.profile == cl::Profile::kCpu && n >= 4 && (!tb || b_const);
+  // Block sizes: rows per work-item and columns per work-item (V, one vector, for matmul_vec).
+  // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernels.
+  const int64_t rm = std::min<int64_t>(m, vec ? 8 : 4);
+  const int64_t cols =
+      vec ? (n >= 16 ? 16 : (n >= 8 ? 8 : 4)) : std::min<int64_t>(n, m == 1 ? 8 : 4);
+  if (vec && b_const) {
+    const Tensor &src = e.T(e.Root(bt));
+    const size_t es = DTypeSize(src.dtype);
+    const int64_t panels = CeilDiv(n, cols);
+    Bytes p(static_cast<size_t>(panels * ka * cols) * es, 0);
+    for (int64_t col = 0; col < n; col++)
+      for (int64_t kk = 0; kk < ka; kk++) {
+        const int64_t from = tb ? col * ka + kk : kk * n + col;
+        const int64_t to = ((col / cols) * ka + kk) * cols + col % cols;
+        std::memcpy(&p[static_cast<size_t>(to) * es],
+                    src.data->data() + static_cast<size_t>(from) * es, es);
+      }
+    bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, cols}, std::move(p));
   }
-  // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernel.
-  int64_t rm = std::min<int64_t>(m, 4), rn = std::min<int64_t>(n, m == 1 ? 8 : 4);
   Defines d;
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
   d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
   d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1);
-  d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1);
+  if (vec)
+    d.Int("B_SK", n).Int("B_PANEL", b_const).Int("V", cols);
+  else
+    d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1).Int("RN", cols);
   d.Def("A_BOFF(b)",
         "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
   d.Def("B_BOFF(b)",
         "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " + std::to_string(ka * n) + ")");
   std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
-  d.Int("RM", rm).Int("RN", rn).Flt("ALPHA", alpha).Flt("BETA", beta);
+  d.Int("RM", rm).Flt("ALPHA", alpha).Flt("BETA", beta);
   d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
   if (c != kNoTensor)
     d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
@@ -638,9 +606,9 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
   Pending k;
   k.label = node.Describe();
-  k.entry = "matmul";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source("matmul", d));
-  k.global = {CeilDiv(n, rn), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+  k.entry = vec ? "matmul_vec" : "matmul";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
+  k.global = {CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
   k.args = {TArg(a), TArg(bt)};
   if (c != kNoTensor)
     k.args.push_back(TArg(c));
