@@ -1,6 +1,7 @@
 #include "nn/executor.h"
 
 #include <cstring>
+#include <random>
 
 #include "cl/program_cache.h"
 
@@ -306,6 +307,22 @@ StatusOr<std::vector<Tensor>> Executor::RunHost(cl::Queue &queue,
   }
   OP_RETURN_IF_ERROR(cl::WaitForEvent(done.get()).Prepend("running the model"));
   return outs;
+}
+
+std::vector<uint8_t> RandomInputBytes(const TensorDesc &t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> bytes(t.ByteSize());
+  if (t.dtype == DType::kFloat32) {
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+      const float f = dist(rng);
+      std::memcpy(&bytes[i], &f, 4);
+    }
+  } else {
+    for (auto &b : bytes)
+      b = static_cast<uint8_t>(rng());
+  }
+  return bytes;
 }
 
 }  // namespace op::nn

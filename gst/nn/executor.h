@@ -66,4 +66,8 @@ class Executor {
   std::vector<cl::MemHandle> host_inputs_, host_outputs_;
 };
 
+// Bytes of a random value for input `t` (standard normal float32s; other types random bytes),
+// for tools that time or profile a model without real data. Deterministic for a seed.
+std::vector<uint8_t> RandomInputBytes(const TensorDesc &t, uint32_t seed);
+
 }  // namespace op::nn

@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -32,20 +31,6 @@ double NowMs() {
 int Fail(const op::Status &s, const char *what) {
   std::fprintf(stderr, "op-bench-model: %s: %s\n", what, s.ToString().c_str());
   return 1;
-}
-
-std::vector<uint8_t> RandomBytes(const op::nn::TensorDesc &t, std::mt19937 &rng) {
-  std::vector<uint8_t> bytes(t.ByteSize());
-  if (t.dtype == op::nn::DType::kFloat32) {
-    std::normal_distribution<float> dist(0.f, 1.f);
-    auto *f = reinterpret_cast<float *>(bytes.data());
-    for (size_t i = 0; i < bytes.size() / 4; i++)
-      f[i] = dist(rng);
-  } else {
-    for (auto &b : bytes)
-      b = uint8_t(rng());
-  }
-  return bytes;
 }
 
 }  // namespace
@@ -105,11 +90,10 @@ int main(int argc, char **argv) {
   const op::nn::CompiledModel &m = (*exec)->model();
 
   // Inputs uploaded once; outputs allocated once.
-  std::mt19937 rng(1234);
   std::vector<op::cl::MemHandle> in_bufs, out_bufs;
   std::vector<std::vector<uint8_t>> host_inputs;
   for (const auto &t : m.inputs) {
-    host_inputs.push_back(RandomBytes(t, rng));
+    host_inputs.push_back(op::nn::RandomInputBytes(t, uint32_t(1234 + host_inputs.size())));
     auto buf = (*device)->CreateBuffer(t.ByteSize());
     if (!buf.ok())
       return Fail(buf.status(), t.name.c_str());

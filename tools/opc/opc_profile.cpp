@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <random>
 
 #include "cl/device.h"
 #include "cl/queue.h"
@@ -108,21 +107,12 @@ int Profile(const Args &args) {
   if (!queue.ok())
     return Fail(queue.status());
 
-  // Random inputs (normal floats; other types random bytes), outputs into scratch buffers.
-  std::mt19937 rng(1);
+  // Random inputs, outputs into scratch buffers.
   std::vector<cl::MemHandle> ins, outs;
   std::vector<cl_mem> in_mems, out_mems;
   for (const nn::TensorDesc &t : m.inputs) {
-    std::vector<uint8_t> bytes(std::max<uint64_t>(t.ByteSize(), 4));
-    if (t.dtype == nn::DType::kFloat32) {
-      std::normal_distribution<float> dist(0.f, 1.f);
-      auto *f = reinterpret_cast<float *>(bytes.data());
-      for (size_t i = 0; i < bytes.size() / 4; i++)
-        f[i] = dist(rng);
-    } else {
-      for (auto &b : bytes)
-        b = static_cast<uint8_t>(rng());
-    }
+    std::vector<uint8_t> bytes = nn::RandomInputBytes(t, uint32_t(1 + ins.size()));
+    bytes.resize(std::max<size_t>(bytes.size(), 4));
     auto mem = (*dev)->CreateBuffer(bytes.size());
     if (!mem.ok())
       return Fail(mem.status());
