@@ -209,8 +209,7 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   k.label = label;
   k.entry = "eltwise";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("eltwise", defs));
-  // PoCL runs each work-group as one task: on CPUs a larger group amortises the dispatch.
-  uint64_t local = e.opt.profile == cl::Profile::kCpu ? 1024 : 64;
+  uint64_t local = 64;
   k.global = {(static_cast<uint64_t>(n) + local - 1) / local * local};
   k.local = {local};
   for (TensorId t : m.inputs) {
