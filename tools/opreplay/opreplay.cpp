@@ -4,12 +4,16 @@
 //   opreplay [options] ROUTE_DIR
 //
 // ROUTE_DIR holds fcamera.hevc (road camera), optionally ecamera.hevc (wide camera) and
-// optionally a log (rlog, rlog.zst or rlog.bz2). The calibration (liveCalibration.rpyCalib) is
-// read from the log and sent to opwarp and opoverlay as an "op-calibration" event in stream
-// order whenever it changes; without a log, --rpy gives it. The camera presets come from the
-// frame size (opwarp's device-type=auto). Writes OUT/rlog.zst, OUT/overlay.mkv and
-// OUT/contact-sheet.png, shows progress on stderr and prints a summary on stdout. Run with
+// optionally a log (rlog, rlog.zst or rlog.bz2). Or it is a route of openpilot's segments
+// <route>--<n> (the folder holding them, or the prefix DIR/<route>), replayed as one drive; see
+// route.h and docs/fleet.md. Exit status 3: replayed, but a segment was missing or broken. The
+// calibration (liveCalibration.rpyCalib) is read from the log and sent to opwarp and opoverlay as
+// an "op-calibration" event in stream order whenever it changes; without a log, --rpy gives it. The
+// camera presets come from the frame size (opwarp's device-type=auto). Writes OUT/rlog.zst,
+// OUT/overlay.mkv and OUT/contact-sheet.png, shows progress on stderr and prints a summary on
+// stdout. Run with
 // --help for the options.
+#include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <unistd.h>
@@ -23,12 +27,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "drive/camera.h"
 #include "drive/log_io.h"
 #include "op/gstoptensor.h"
 #include "opwarp/gstopwarp.h"
+#include "route.h"
 
 namespace {
 
@@ -64,7 +70,10 @@ const char *kUsage =
     "usage: opreplay [options] ROUTE_DIR\n"
     "\n"
     "Replays ROUTE_DIR (fcamera.hevc, optional ecamera.hevc, optional rlog / rlog.zst /\n"
-    "rlog.bz2) through opwarp → opvision → oppolicy → opmsgsink and opoverlay.\n"
+    "rlog.bz2) through opwarp → opvision → oppolicy → opmsgsink and opoverlay. ROUTE_DIR may\n"
+    "also be a route of segment folders <route>--<n> (the folder holding them, or DIR/<route>):\n"
+    "its segments are replayed in order as one drive; a missing or broken segment is reported,\n"
+    "the model's state starts anew after it, and the exit status is 3.\n"
     "\n"
     "  --out DIR            output folder (default: out)\n"
     "  --vision FILE        vision network (ONNX or .opm)\n"
@@ -463,70 +472,47 @@ int ParseArgs(int argc, char **argv, Options *o) {
   return -1;
 }
 
-}  // namespace
+// One continuous stream through the pipeline: a route folder, or one stretch of consecutive good
+// segments of a segmented route (a fresh pipeline, so the model's state starts anew).
+struct PartInput {
+  std::string road_src, wide_src;  // gst_parse_launch sources of the HEVC byte streams
+  bool two_cameras = false;
+  const op::replay::Stretch *stretch = nullptr;  // set: the sources are the stretch's appsrcs
+  const std::vector<CalibrationChange> *changes = nullptr;
+  std::optional<double> height;
+  std::string rlog, video, sheet_png;
+  guint64 max_frames = 0;
+};
 
-int main(int argc, char **argv) {
-  gst_init(&argc, &argv);
-  Options o;
-  const int parsed = ParseArgs(argc, argv, &o);
-  if (parsed >= 0)
-    return parsed;
+struct PartResult {
+  bool failed = false;
+  guint64 road_frames = 0, wide_frames = 0;
+  guint64 evaluated = 0, skipped = 0, out_of_sync = 0, messages = 0;
+  double vision_ms = 0, policy_ms = 0, vision_wait_ms = 0, policy_wait_ms = 0;
+  guint64 stage_frames = 0;
+  guint64 stage_ns[GST_OP_STAGE_COUNT] = {};
+  bool overlay = false;
+  guint64 overlay_frames = 0, overlay_predictions = 0, overlay_held = 0;
+  int width = 0, height = 0;
+  std::vector<std::string> calibration_report;
+  op::Status sheet_status = op::Status::Ok();
+  double secs = 0;
+};
 
-  // ---- The route.
-  const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
-  if (!FileExists(road)) {
-    std::fprintf(stderr, "opreplay: %s has no fcamera.hevc\n", o.route.c_str());
-    return 1;
-  }
-  const bool two_cameras = !o.single_camera && FileExists(wide);
-  std::optional<RouteLog> log;
-  for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
-    const std::string path = o.route + "/" + name;
-    if (!FileExists(path))
-      continue;
-    auto read = ReadRouteLog(path);
-    if (!read.ok()) {
-      std::fprintf(stderr, "opreplay: cannot read the log %s: %s\n", path.c_str(),
-                   read.status().ToString().c_str());
-      return 1;
-    }
-    log = std::move(*read);
-    break;
-  }
-  std::vector<CalibrationChange> changes;
-  if (log && !log->changes.empty()) {
-    changes = log->changes;
-    if (!o.rpy.empty())
-      std::fprintf(stderr, "opreplay: the log's calibration is used; --rpy is ignored\n");
-  } else if (!o.rpy.empty()) {
-    auto rpy = op::drive::ParseRpy(o.rpy);
-    if (!rpy.ok()) {
-      std::fprintf(stderr, "opreplay: --rpy: %s\n", rpy.status().message().c_str());
-      return 2;
-    }
-    changes.push_back({0, *rpy});
-  } else {
-    std::fprintf(stderr,
-                 "opreplay: no calibration (no liveCalibration in a log and no --rpy): the "
-                 "model runs uncalibrated and its messages say valid=false\n");
-  }
-  if (g_mkdir_with_parents(o.out.c_str(), 0755) != 0) {
-    std::fprintf(stderr, "opreplay: cannot create %s: %s\n", o.out.c_str(), g_strerror(errno));
-    return 1;
-  }
-  const std::string rlog = o.out + "/rlog.zst", video = o.out + "/overlay.mkv",
-                    sheet_png = o.out + "/contact-sheet.png";
-
+void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
+  const bool two_cameras = in.two_cameras;
+  const std::vector<CalibrationChange> &changes = *in.changes;
+  const std::string &rlog = in.rlog, &video = in.video, &sheet_png = in.sheet_png;
   // ---- The pipeline. The calibration goes in by event (FeedProbe), so no rpy property is set.
   const std::string dev = " device=" + Quote(o.device);
   const std::string nv12 = " ! videoconvert ! video/x-raw,format=NV12 ! ";
   std::string d;
-  d += "filesrc location=" + Quote(road) + " ! h265parse ! avdec_h265 name=road_dec ! ";
+  d += in.road_src + " ! h265parse ! avdec_h265 name=road_dec ! ";
   d += o.video ? "tee name=road_tee road_tee. ! queue" : "queue";
   d += nv12 + "opwarp name=road_warp" + dev + " ! net.img ";
   if (two_cameras)
-    d += "filesrc location=" + Quote(wide) + " ! h265parse ! avdec_h265 name=wide_dec ! queue" +
-         nv12 + "opwarp name=wide_warp model-input=big_img" + dev + " ! net.big_img ";
+    d += in.wide_src + " ! h265parse ! avdec_h265 name=wide_dec ! queue" + nv12 +
+         "opwarp name=wide_warp model-input=big_img" + dev + " ! net.big_img ";
   if (!o.supercombo.empty()) {
     d += "opvision name=net model=" + Quote(o.supercombo) + dev + " precision=" + o.precision;
   } else {
@@ -542,8 +528,8 @@ int main(int argc, char **argv) {
     d += "road_tee. ! queue max-size-buffers=64 max-size-bytes=0 max-size-time=0 ! videoconvert "
          "! video/x-raw,format=BGRx ! overlay.video ";
     d += "opoverlay name=overlay";
-    if (log && log->height)
-      d += " camera-height=" + std::to_string(*log->height);
+    if (in.height)
+      d += " camera-height=" + std::to_string(*in.height);
     if (!o.ground_truth.empty())
       d += " ground-truth=" + Quote(o.ground_truth);
     d += " ! videoscale ! video/x-raw,width=964,height=604 ! tee name=ov_tee ";
@@ -558,17 +544,36 @@ int main(int argc, char **argv) {
   if (!run.pipeline || error) {
     std::fprintf(stderr, "opreplay: cannot build the pipeline: %s\n  %s\n",
                  error ? error->message : "?", d.c_str());
-    return 1;
+    g_clear_error(&error);
+    if (run.pipeline)
+      gst_object_unref(run.pipeline);
+    result->failed = true;
+    return;
   }
   GstBin *bin = GST_BIN(run.pipeline);
+  if (in.stretch) {
+    // Before FeedProbe: the calibration changes are in route time.
+    for (auto [src, dec, camera] :
+         {std::tuple{"road_src", "road_dec", "road"}, std::tuple{"wide_src", "wide_dec", "wide"}}) {
+      if (std::string(camera) == "wide" && !two_cameras)
+        continue;
+      op::Status st = op::replay::AttachStretchSource(bin, src, dec, *in.stretch, camera);
+      if (!st.ok()) {
+        std::fprintf(stderr, "opreplay: %s\n", st.ToString().c_str());
+        gst_object_unref(run.pipeline);
+        result->failed = true;
+        return;
+      }
+    }
+  }
   run.vision = gst_bin_get_by_name(bin, "net");
   run.policy = gst_bin_get_by_name(bin, "policy");
   run.sink = gst_bin_get_by_name(bin, "sink");
   run.overlay = gst_bin_get_by_name(bin, "overlay");
 
-  std::vector<std::string> calibration_report;
-  run.road = {"road", &changes, 0, 0, o.max_frames, false, &calibration_report};
-  run.wide = {"wide", &changes, 0, 0, o.max_frames, false, nullptr};
+  std::vector<std::string> &calibration_report = result->calibration_report;
+  run.road = {"road", &changes, 0, 0, in.max_frames, false, &calibration_report};
+  run.wide = {"wide", &changes, 0, 0, in.max_frames, false, nullptr};
   for (auto [name, feed] : {std::pair{"road_dec", &run.road}, std::pair{"wide_dec", &run.wide}}) {
     GstElement *dec = gst_bin_get_by_name(bin, name);
     if (!dec)
@@ -594,7 +599,7 @@ int main(int argc, char **argv) {
   run.loop = g_main_loop_new(nullptr, FALSE);
   run.tty = isatty(STDERR_FILENO);
   GstBus *bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
-  gst_bus_add_watch(bus, OnBus, &run);
+  const guint watch = gst_bus_add_watch(bus, OnBus, &run);
   gst_object_unref(bus);
   run.start = std::chrono::steady_clock::now();
   const guint progress = g_timeout_add(run.tty ? 500 : 5000, OnProgress, &run);
@@ -605,80 +610,314 @@ int main(int argc, char **argv) {
     g_main_loop_run(run.loop);
   }
   g_source_remove(progress);
+  g_source_remove(watch);
   OnProgress(&run);
   std::fputs("\n", stderr);
-  const double secs =
+  result->secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - run.start).count();
 
   // Statistics are read before stopping: a restart resets them.
-  const guint64 evaluated = Stat(run.vision, "frames"), skipped = Stat(run.vision, "skipped"),
-                out_of_sync = Stat(run.vision, "out-of-sync"),
-                messages = Stat(run.sink, "messages");
-  const double vision_ms = StatMs(run.vision, "device-time"),
-               policy_ms = StatMs(run.policy, "device-time"),
-               vision_wait_ms = StatMs(run.vision, "mean-time"),
-               policy_wait_ms = StatMs(run.policy, "mean-time");
+  result->evaluated = Stat(run.vision, "frames");
+  result->skipped = Stat(run.vision, "skipped");
+  result->out_of_sync = Stat(run.vision, "out-of-sync");
+  result->messages = Stat(run.sink, "messages");
+  result->vision_ms = StatMs(run.vision, "device-time");
+  result->policy_ms = StatMs(run.policy, "device-time");
+  result->vision_wait_ms = StatMs(run.vision, "mean-time");
+  result->policy_wait_ms = StatMs(run.policy, "mean-time");
   gst_element_set_state(run.pipeline, GST_STATE_NULL);
 
-  op::Status sheet_status = op::Status::Ok();
   if (o.video && !run.failed)
-    sheet_status = WriteContactSheet(sheet, sheet_png);
-
-  // ---- The summary.
-  std::printf("opreplay summary\n");
-  std::printf("  route            %s (%s%s)\n", o.route.c_str(),
-              two_cameras ? "road + wide cameras" : "road camera only",
-              log ? (", log " + log->path).c_str() : ", no log");
-  std::printf("  calibration      %s\n",
-              changes.empty() ? "none (uncalibrated)"
-                              : (std::to_string(changes.size()) + " value(s), from " +
-                                 (log && !log->changes.empty() ? "the log" : "--rpy"))
-                                    .c_str());
-  for (const std::string &line : calibration_report)
-    std::printf("                   %s\n", line.c_str());
-  if (run.road.width > 0) {
-    // The elements choose the presets the same way (device-type=auto).
-    auto type = op::drive::DeviceTypeFromFrameSize(run.road.width, run.road.height);
-    std::printf("  camera           %dx%d: %s\n", run.road.width, run.road.height,
-                type.ok() ? (std::string(op::drive::DeviceTypeName(*type)) + " presets").c_str()
-                          : "no preset (the elements need intrinsics)");
-  }
-  std::printf("  frames in        %" G_GUINT64_FORMAT " road", run.road.frames);
-  if (two_cameras)
-    std::printf(", %" G_GUINT64_FORMAT " wide", run.wide.frames);
-  std::printf("\n  evaluated        %" G_GUINT64_FORMAT "\n", evaluated);
-  std::printf("  skipped          %" G_GUINT64_FORMAT " (after a frame drop)\n", skipped);
-  std::printf("  out-of-sync      %" G_GUINT64_FORMAT " pairs\n", out_of_sync);
-  std::printf("  messages         %" G_GUINT64_FORMAT "\n", messages);
-  std::printf("  speed            %.2f frames/s (%.1f s)\n", secs > 0 ? run.road.frames / secs : 0,
-              secs);
+    result->sheet_status = WriteContactSheet(sheet, sheet_png);
+  result->failed = run.failed;
+  result->road_frames = run.road.frames;
+  result->wide_frames = run.wide.frames;
+  result->width = run.road.width;
+  result->height = run.road.height;
   {
     std::lock_guard<std::mutex> guard(times.lock);
-    const double n = times.frames ? double(times.frames) : 1.0;
-    std::printf(
-        "  ms per frame     warp %.2f, vision %.2f, policy %.2f (frame meta); device time: "
-        "vision %.2f, policy %.2f; submission to completion: vision %.2f, policy %.2f\n",
-        times.ns[GST_OP_STAGE_WARP] / n / 1e6, times.ns[GST_OP_STAGE_VISION] / n / 1e6,
-        times.ns[GST_OP_STAGE_POLICY] / n / 1e6, vision_ms, policy_ms, vision_wait_ms,
-        policy_wait_ms);
+    result->stage_frames = times.frames;
+    for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
+      result->stage_ns[s] = times.ns[s];
   }
-  if (run.overlay)
-    std::printf("  overlay          %" G_GUINT64_FORMAT " frames, %" G_GUINT64_FORMAT
-                " with their prediction, %" G_GUINT64_FORMAT " held\n",
-                Stat(run.overlay, "frames"), Stat(run.overlay, "predictions"),
-                Stat(run.overlay, "held"));
-  std::printf("  log              %s\n", rlog.c_str());
-  if (o.video) {
-    std::printf("  video            %s\n", video.c_str());
-    std::printf(
-        "  contact sheet    %s%s\n", sheet_png.c_str(),
-        sheet_status.ok() ? "" : (" (not written: " + sheet_status.message() + ")").c_str());
+  if (run.overlay) {
+    result->overlay = true;
+    result->overlay_frames = Stat(run.overlay, "frames");
+    result->overlay_predictions = Stat(run.overlay, "predictions");
+    result->overlay_held = Stat(run.overlay, "held");
   }
-
   for (GstElement *e : {run.vision, run.policy, run.sink, run.overlay})
     if (e)
       gst_object_unref(e);
   gst_object_unref(run.pipeline);
   g_main_loop_unref(run.loop);
-  return run.failed || !sheet_status.ok() ? 1 : 0;
+}
+
+// Adds a stretch's result to the route's: counts add up, per-frame times are weighted by the
+// frames they are means of.
+void Accumulate(const PartResult &part, PartResult *total) {
+  const double before = double(total->evaluated), now = double(part.evaluated);
+  auto mean = [&](double a, double b) {
+    return before + now > 0 ? (a * before + b * now) / (before + now) : 0.0;
+  };
+  total->vision_ms = mean(total->vision_ms, part.vision_ms);
+  total->policy_ms = mean(total->policy_ms, part.policy_ms);
+  total->vision_wait_ms = mean(total->vision_wait_ms, part.vision_wait_ms);
+  total->policy_wait_ms = mean(total->policy_wait_ms, part.policy_wait_ms);
+  total->failed = total->failed || part.failed;
+  total->road_frames += part.road_frames;
+  total->wide_frames += part.wide_frames;
+  total->evaluated += part.evaluated;
+  total->skipped += part.skipped;
+  total->out_of_sync += part.out_of_sync;
+  total->messages += part.messages;
+  total->stage_frames += part.stage_frames;
+  for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
+    total->stage_ns[s] += part.stage_ns[s];
+  total->overlay = total->overlay || part.overlay;
+  total->overlay_frames += part.overlay_frames;
+  total->overlay_predictions += part.overlay_predictions;
+  total->overlay_held += part.overlay_held;
+  if (total->width == 0) {
+    total->width = part.width;
+    total->height = part.height;
+  }
+  total->calibration_report.insert(total->calibration_report.end(), part.calibration_report.begin(),
+                                   part.calibration_report.end());
+  if (total->sheet_status.ok())
+    total->sheet_status = part.sheet_status;
+  total->secs += part.secs;
+}
+
+// Appends the file FROM to the file TO and removes FROM. Logs are zstd streams (or plain
+// framing) that stay valid when put back to back.
+op::Status AppendFile(const std::string &from, const std::string &to) {
+  gchar *bytes = nullptr;
+  gsize size = 0;
+  if (!g_file_get_contents(from.c_str(), &bytes, &size, nullptr))
+    return op::IoError("cannot read " + from);
+  std::FILE *f = std::fopen(to.c_str(), "ab");
+  const bool ok = f && std::fwrite(bytes, 1, size, f) == size;
+  if (f && std::fclose(f) != 0)
+    f = nullptr;
+  g_free(bytes);
+  if (!ok || !f)
+    return op::IoError("cannot append to " + to);
+  g_remove(from.c_str());
+  return op::Status::Ok();
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  gst_init(&argc, &argv);
+  Options o;
+  const int parsed = ParseArgs(argc, argv, &o);
+  if (parsed >= 0)
+    return parsed;
+
+  // ---- The route: a folder with the camera files, or segments <route>--<n>.
+  auto opened = op::replay::OpenRoute(o.route);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "opreplay: %s\n", opened.status().message().c_str());
+    return 1;
+  }
+  const op::replay::Route &route = *opened;
+  const std::vector<op::replay::Stretch> stretches = op::replay::Stretches(route);
+  if (!route.segmented && !route.segments[0].error.empty()) {
+    std::fprintf(stderr, "opreplay: %s\n", route.segments[0].error.c_str());
+    return 1;
+  }
+  if (stretches.empty()) {
+    std::fprintf(stderr, "opreplay: no segment of %s can be replayed\n", o.route.c_str());
+    for (const op::replay::Segment &s : route.segments)
+      std::fprintf(stderr, "  segment %d: %s\n", s.number, s.error.c_str());
+    return 1;
+  }
+  const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
+  const bool two_cameras =
+      !o.single_camera && (route.segmented ? stretches[0].wide : FileExists(wide));
+  std::optional<RouteLog> log;
+  for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
+    if (route.segmented)
+      break;  // each stretch reads its segments' logs
+    const std::string path = o.route + "/" + name;
+    if (!FileExists(path))
+      continue;
+    auto read = ReadRouteLog(path);
+    if (!read.ok()) {
+      std::fprintf(stderr, "opreplay: cannot read the log %s: %s\n", path.c_str(),
+                   read.status().ToString().c_str());
+      return 1;
+    }
+    log = std::move(*read);
+    break;
+  }
+  // The calibration of each stretch (one for a route folder), in stream time.
+  std::vector<std::vector<CalibrationChange>> stretch_changes(stretches.size());
+  std::vector<std::optional<double>> stretch_heights(stretches.size());
+  bool from_log = false;
+  for (size_t i = 0; i < stretches.size() && route.segmented; i++) {
+    std::vector<op::replay::CalibrationAt> at;
+    op::Status st = op::replay::ReadStretchCalibration(stretches[i], &at, &stretch_heights[i]);
+    if (!st.ok()) {
+      std::fprintf(stderr, "opreplay: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    for (const auto &c : at)
+      stretch_changes[i].push_back({c.time_ns, c.rpy});
+    from_log = from_log || !at.empty();
+  }
+  if (log && !log->changes.empty())
+    from_log = true;
+  std::vector<CalibrationChange> changes;
+  if (log && !log->changes.empty()) {
+    changes = log->changes;
+    if (!o.rpy.empty())
+      std::fprintf(stderr, "opreplay: the log's calibration is used; --rpy is ignored\n");
+  } else if (from_log) {
+    if (!o.rpy.empty())
+      std::fprintf(stderr, "opreplay: the logs' calibration is used; --rpy is ignored\n");
+  } else if (!o.rpy.empty()) {
+    auto rpy = op::drive::ParseRpy(o.rpy);
+    if (!rpy.ok()) {
+      std::fprintf(stderr, "opreplay: --rpy: %s\n", rpy.status().message().c_str());
+      return 2;
+    }
+    // From the start of every stretch.
+    changes.push_back({0, *rpy});
+    for (size_t i = 0; i < stretches.size() && route.segmented; i++)
+      stretch_changes[i].push_back({stretches[i].first_frame() * op::replay::kFrameNs, *rpy});
+  } else {
+    std::fprintf(stderr,
+                 "opreplay: no calibration (no liveCalibration in a log and no --rpy): the "
+                 "model runs uncalibrated and its messages say valid=false\n");
+  }
+  if (g_mkdir_with_parents(o.out.c_str(), 0755) != 0) {
+    std::fprintf(stderr, "opreplay: cannot create %s: %s\n", o.out.c_str(), g_strerror(errno));
+    return 1;
+  }
+  const std::string rlog = o.out + "/rlog.zst", video = o.out + "/overlay.mkv",
+                    sheet_png = o.out + "/contact-sheet.png";
+
+  PartResult total;
+  if (!route.segmented) {
+    PartInput in;
+    in.road_src = "filesrc location=" + Quote(road);
+    in.wide_src = "filesrc location=" + Quote(wide);
+    in.two_cameras = two_cameras;
+    in.changes = &changes;
+    if (log)
+      in.height = log->height;
+    in.rlog = rlog;
+    in.video = video;
+    in.sheet_png = sheet_png;
+    in.max_frames = o.max_frames;
+    ReplayPart(o, in, &total);
+  } else {
+    // One pipeline per stretch; each writes its own log, appended to the route's in order. The
+    // first stretch writes the video and contact sheet, later ones overlay-<n>.mkv (n: the
+    // stretch's first segment).
+    g_remove(rlog.c_str());
+    for (size_t i = 0; i < stretches.size() && !total.failed; i++) {
+      const op::replay::Stretch &stretch = stretches[i];
+      if (o.max_frames && total.road_frames >= o.max_frames)
+        break;
+      PartInput in;
+      in.road_src = op::replay::StretchSourceDescription("road_src");
+      in.wide_src = op::replay::StretchSourceDescription("wide_src");
+      in.two_cameras = !o.single_camera && stretch.wide;
+      in.stretch = &stretch;
+      in.changes = &stretch_changes[i];
+      in.height = stretch_heights[i];
+      const std::string n = std::to_string(stretch.segments.front()->number);
+      in.rlog = o.out + "/rlog.part-" + n + ".zst";
+      in.video = i == 0 ? video : o.out + "/overlay-" + n + ".mkv";
+      in.sheet_png = i == 0 ? sheet_png : o.out + "/contact-sheet-" + n + ".png";
+      in.max_frames = o.max_frames ? o.max_frames - total.road_frames : 0;
+      PartResult part;
+      ReplayPart(o, in, &part);
+      Accumulate(part, &total);
+      op::Status st = AppendFile(in.rlog, rlog);
+      if (!st.ok()) {
+        std::fprintf(stderr, "opreplay: %s\n", st.ToString().c_str());
+        total.failed = true;
+      }
+    }
+  }
+  const double secs = total.secs;
+
+  // ---- The summary.
+  std::printf("opreplay summary\n");
+  if (route.segmented) {
+    size_t good = 0;
+    for (const op::replay::Segment &s : route.segments)
+      good += s.error.empty();
+    std::printf("  route            %s (%zu segments, %zu replayed in %zu stretch%s, %s)\n",
+                o.route.c_str(), route.segments.size(), good, stretches.size(),
+                stretches.size() == 1 ? "" : "es",
+                two_cameras ? "road + wide cameras" : "road camera only");
+    for (const op::replay::Segment &s : route.segments)
+      std::printf("  segment %-8d %s\n", s.number,
+                  s.error.empty() ? (std::to_string(s.frames) + " frames from frame " +
+                                     std::to_string(s.first_frame) +
+                                     (s.log.empty() ? ", no log" : ", log " + s.log))
+                                        .c_str()
+                                  : ("not replayed: " + s.error).c_str());
+  } else {
+    std::printf("  route            %s (%s%s)\n", o.route.c_str(),
+                two_cameras ? "road + wide cameras" : "road camera only",
+                log ? (", log " + log->path).c_str() : ", no log");
+  }
+  size_t calibrations = route.segmented ? 0 : changes.size();
+  for (const auto &c : stretch_changes)
+    calibrations += route.segmented ? c.size() : 0;
+  std::printf("  calibration      %s\n", calibrations == 0
+                                             ? "none (uncalibrated)"
+                                             : (std::to_string(calibrations) + " value(s), from " +
+                                                (from_log ? "the log" : "--rpy"))
+                                                   .c_str());
+  for (const std::string &line : total.calibration_report)
+    std::printf("                   %s\n", line.c_str());
+  if (total.width > 0) {
+    // The elements choose the presets the same way (device-type=auto).
+    auto type = op::drive::DeviceTypeFromFrameSize(total.width, total.height);
+    std::printf("  camera           %dx%d: %s\n", total.width, total.height,
+                type.ok() ? (std::string(op::drive::DeviceTypeName(*type)) + " presets").c_str()
+                          : "no preset (the elements need intrinsics)");
+  }
+  std::printf("  frames in        %" G_GUINT64_FORMAT " road", total.road_frames);
+  if (two_cameras)
+    std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_frames);
+  std::printf("\n  evaluated        %" G_GUINT64_FORMAT "\n", total.evaluated);
+  std::printf("  skipped          %" G_GUINT64_FORMAT " (after a frame drop)\n", total.skipped);
+  std::printf("  out-of-sync      %" G_GUINT64_FORMAT " pairs\n", total.out_of_sync);
+  std::printf("  messages         %" G_GUINT64_FORMAT "\n", total.messages);
+  std::printf("  speed            %.2f frames/s (%.1f s)\n",
+              secs > 0 ? total.road_frames / secs : 0, secs);
+  {
+    const double n = total.stage_frames ? double(total.stage_frames) : 1.0;
+    std::printf(
+        "  ms per frame     warp %.2f, vision %.2f, policy %.2f (frame meta); device time: "
+        "vision %.2f, policy %.2f; submission to completion: vision %.2f, policy %.2f\n",
+        total.stage_ns[GST_OP_STAGE_WARP] / n / 1e6, total.stage_ns[GST_OP_STAGE_VISION] / n / 1e6,
+        total.stage_ns[GST_OP_STAGE_POLICY] / n / 1e6, total.vision_ms, total.policy_ms,
+        total.vision_wait_ms, total.policy_wait_ms);
+  }
+  if (total.overlay)
+    std::printf("  overlay          %" G_GUINT64_FORMAT " frames, %" G_GUINT64_FORMAT
+                " with their prediction, %" G_GUINT64_FORMAT " held\n",
+                total.overlay_frames, total.overlay_predictions, total.overlay_held);
+  std::printf("  log              %s\n", rlog.c_str());
+  if (o.video) {
+    std::printf("  video            %s\n", video.c_str());
+    std::printf("  contact sheet    %s%s\n", sheet_png.c_str(),
+                total.sheet_status.ok()
+                    ? ""
+                    : (" (not written: " + total.sheet_status.message() + ")").c_str());
+  }
+  if (total.failed || !total.sheet_status.ok())
+    return 1;
+  // Replayed, but not all of it: a missing or broken segment.
+  return stretches.size() == 1 && stretches[0].segments.size() == route.segments.size() ? 0 : 3;
 }

@@ -96,6 +96,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--start", type=float, default=0.0,
+                    help="drive time of the first frame (s): a later part of the same drive, "
+                         "whose frame ids continue from start * 20")
     ap.add_argument("--out", required=True)
     ap.add_argument("--crf", type=float, default=30.0, help="x265 quality (higher = smaller)")
     ap.add_argument("--nv12", action="store_true", help="also keep the raw NV12 frames")
@@ -104,7 +107,8 @@ def main():
     os.makedirs(a.out, exist_ok=True)
 
     frames = int(round(a.seconds * scene.FPS))
-    road = scene.Road(scene.ego_s(a.seconds) + 600.0)
+    first = int(round(a.start * scene.FPS))
+    road = scene.Road(scene.ego_s(a.start + a.seconds) + 600.0)
     cams = {"road": raster.Camera(WIDTH, HEIGHT, ROAD_FOCAL, CALIB_RPY),
             "wide": raster.Camera(WIDTH, HEIGHT, WIDE_FOCAL, CALIB_RPY)}
     renderer = raster.Renderer(road, cams, CALIB_RPY)
@@ -126,7 +130,7 @@ def main():
 
     truth = []
     start = time.monotonic()
-    for i in range(frames):
+    for i in range(first, first + frames):
         t = i / scene.FPS
         for name, cam in cams.items():
             nv12 = renderer.render(cam, t)
@@ -134,8 +138,8 @@ def main():
             if name in raws:
                 raws[name].write(nv12)
         truth.append(scene.ground_truth(road, t, i, CALIB_RPY))
-        if (i + 1) % 20 == 0:
-            print(f"synthdrive: {i + 1}/{frames} frames, {time.monotonic() - start:.0f} s", flush=True)
+        if (i + 1 - first) % 20 == 0:
+            print(f"synthdrive: {i + 1 - first}/{frames} frames, {time.monotonic() - start:.0f} s", flush=True)
     status = 0
     for name, enc in encoders.items():
         enc.stdin.close()
