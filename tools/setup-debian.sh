@@ -23,6 +23,9 @@ packages=(
   libgtest-dev
   # leak checks
   valgrind
+  # fleet replay: the zstd tool (opfleet reads logs through it), a Slurm cluster (the fleet
+  # test starts a one-node one of its own; tools/opfleet submits to a real one)
+  zstd slurm-wlm munge
 )
 
 missing=()
