@@ -4,6 +4,8 @@
   opfleet [--local] [-j N] [model options] ROUTES OUT
   opfleet --slurm [--shards S] [--cpus-per-task C] [--gpus-per-task G] [--partition P]
           [--time T] [model options] ROUTES OUT
+  opfleet --plan-only [--shards S] ... ROUTES OUT     (then: opfleet task PLAN I, for each I)
+  opfleet --report-only ... ROUTES OUT
 
 ROUTES is a folder of routes (segment folders <route>--<n>, grouped by route; a subfolder that
 holds fcamera.hevc is a route of its own) or a text file with one route per line (a path as
@@ -596,6 +598,11 @@ def main(argv):
     ap.add_argument("--sbatch-arg", action="append", default=[],
                     help="--slurm: one more sbatch argument (repeatable)")
     ap.add_argument("--poll", type=float, default=2.0, help="--slurm: seconds between polls")
+    ap.add_argument("--plan-only", action="store_true",
+                    help="write OUT/slurm/plan.json for another scheduler's tasks (opfleet task "
+                         "PLAN INDEX) and stop; --shards sets their number")
+    ap.add_argument("--report-only", action="store_true",
+                    help="replay nothing: merge what OUT holds into the report")
     ap.add_argument("--opreplay", default=None, help="the opreplay binary")
     ap.add_argument("--vision")
     ap.add_argument("--policy")
@@ -641,6 +648,14 @@ def main(argv):
             todo.append((rid, path))
     log(f"{len(routes)} routes: {skipped} already done (skipped), {len(todo)} to replay")
     start = time.monotonic()
+    if a.plan_only:
+        shards = max(1, min(a.shards or len(todo), len(todo) or 1))
+        plan = slurm_plan(cfg, todo, shards)
+        log(f"wrote {plan}: run `{sys.executable} {os.path.abspath(__file__)} task {plan} I` "
+            f"for I = 0 .. {shards - 1}, then `opfleet --report-only` with the same arguments")
+        return 0
+    if a.report_only:
+        todo = []
     if todo:
         if a.slurm:
             if not run_slurm(cfg, todo, routes, a):
