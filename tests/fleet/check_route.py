@@ -8,9 +8,11 @@
   segment inside an intact three-segment route (carried state), so the comparison can tell;
   frame ids and log times jump over the broken segment; the summary names the segment and why;
   exit status 3;
+- calibration from the segments' logs (make_route writes them): a change in segment 1's log
+  applies from its route-wide frame;
 - a route folder with no segments, and a folder holding two routes, are refused by name.
 
-  check_route.py OPREPLAY ROUTE_PY OPFLEET DRIVE_DIR VISION POLICY
+  check_route.py OPREPLAY ROUTE_PY OPFLEET MAKE_ROUTE DRIVE_DIR VISION POLICY
 """
 
 import os
@@ -31,10 +33,10 @@ def check(cond, what):
 
 
 def main():
-    if len(sys.argv) != 7:
+    if len(sys.argv) != 8:
         print(__doc__)
         return 2
-    opreplay, route_py, opfleet, drive, vision, policy = sys.argv[1:]
+    opreplay, route_py, opfleet, make_route, drive, vision, policy = sys.argv[1:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(opfleet)))
     import opfleet as fleet  # its log reader (pycapnp)
     env = dict(os.environ)
@@ -51,10 +53,10 @@ def main():
                        stdout=subprocess.DEVNULL)
         return os.path.join(work, "routes", name)
 
-    def replay(route, name, *extra):
+    def replay(route, name, *extra, calibration=("--rpy", rpy)):
         out = os.path.join(work, "out", name)
         p = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy, "--out", out,
-                            "--no-video", "--single-camera", "--rpy", rpy] + list(extra),
+                            "--no-video", "--single-camera"] + list(calibration) + list(extra),
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         print(p.stdout)
         sys.stderr.write(p.stderr[-2000:])
@@ -107,6 +109,23 @@ def main():
         carried = model(e)[-len(after):]
         check(len(carried) == len(after) and carried != after,
               "the same segment inside an intact route gives other outputs (state carried)")
+
+        # ---- Calibration from the segments' logs: segment 1 (from frame seg0) changes the pitch
+        # at its own frame 20, i.e. route frame seg0 + 20.
+        logs = make("logs", "0,1")
+        after_rpy = "0.012,0.035,-0.016"
+        for n, (frames, change) in enumerate(((seg0, 1000), (40, 20))):
+            tmp = os.path.join(work, f"log{n}")
+            os.makedirs(tmp)
+            subprocess.run([make_route, tmp, drive, str(frames), str(change), rpy, after_rpy],
+                           check=True)
+            shutil.copy(os.path.join(tmp, "rlog.zst"), os.path.join(work, "routes", f"logs--{n}"))
+        p, _ = replay(logs, "logs", calibration=())
+        frame = seg0 + 20
+        check(p.returncode == 0 and "2 value(s), from the log" in p.stdout and
+              re.search(rf"^ +frame {frame} \({frame * 50} ms\): rpy = 0\.012\d*,0\.035\d*,",
+                        p.stdout, re.M),
+              f"segment 1's calibration change applies from route frame {frame}")
 
         # ---- Bad routes are refused by name.
         p, _ = replay(os.path.join(work, "nothing"), "nothing")
