@@ -99,7 +99,7 @@ def main():
 
         out_s, out_l = os.path.join(work, "slurm"), os.path.join(work, "local")
         try:
-            cluster = Cluster(cpus=2)
+            cluster = Cluster(cpus=min(2, os.cpu_count() or 1))
             cluster.__enter__()
         except (ClusterError, subprocess.CalledProcessError, OSError) as e:
             print(f"SKIP: the one-node Slurm cluster did not start: {e}")
