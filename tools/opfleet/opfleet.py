@@ -35,6 +35,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -396,6 +397,10 @@ def run_slurm(cfg, todo, routes, a):
     if a.time:
         cmd += ["--time", a.time]
     cmd += a.sbatch_arg + [script]
+    for tool in ("sbatch", "squeue"):
+        if not shutil.which(tool):
+            log(f"--slurm: no {tool} on PATH (Slurm's client tools: Debian's slurm-client)")
+            return False
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         log(f"sbatch failed (exit {proc.returncode}): {proc.stderr.strip()}")
