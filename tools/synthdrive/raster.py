@@ -26,7 +26,6 @@ WHITE = (0.88, 0.88, 0.86)
 YELLOW = (0.86, 0.70, 0.18)
 SKY_HORIZON = (0.78, 0.82, 0.88)
 SKY_ZENITH = (0.36, 0.52, 0.82)
-CAR_BODY = (0.55, 0.09, 0.08)
 CAR_GLASS = (0.10, 0.11, 0.13)
 TAIL_LIGHT = (0.95, 0.15, 0.10)
 PLATE = (0.90, 0.90, 0.84)
@@ -172,6 +171,9 @@ class Renderer:
         self.cameras = cameras
         self.tex = Textures()
         self.r_dev_from_ego = rot_rpy(rpy)
+        # Optional per-frame image transform (lighting, noise) on the 3 float32 RGB planes:
+        # look(img, cam, t) -> img. None for the sample drive.
+        self.look = None
 
     def _ground(self, cam, pose, lead):
         """RGB (3 arrays) of the ground pixels of `cam` for this pose."""
@@ -225,7 +227,7 @@ class Renderer:
             cov = _cover(lat - F32(off), F32(scene.LINE_WIDTH / 2), foot_l)
             if scene.LANE_LINE_DASHED[k]:
                 cov = cov * _dash_cover(s_abs, foot_s)
-            paint = YELLOW if k == 0 else WHITE
+            paint = YELLOW if scene.LANE_LINE_YELLOW[k] else WHITE
             rgb = [c + (F32(paint[i]) * shade - c) * cov for i, c in enumerate(rgb)]
         # The lead car's shadow: a soft dark patch under its footprint.
         if lead is not None:
@@ -296,7 +298,7 @@ class Renderer:
                                  np.where(face_z, F32(FACE_LIGHT["top"]),
                                           np.where(ry > 0, F32(FACE_LIGHT["side_left"]),
                                                    F32(FACE_LIGHT["side_right"]))))
-                base = [np.full(dx.shape, F32(CAR_BODY[i])) for i in range(3)]
+                base = [np.full(dx.shape, F32(scene.LEAD_COLOUR[i])) for i in range(3)]
                 if bi == 1:  # the cabin: glass on the rear and the sides
                     glass = (face_x | face_y) & (hz > F32(1.02)) & (hz < F32(1.42))
                     base = [np.where(glass, F32(CAR_GLASS[i]), b) for i, b in enumerate(base)]
@@ -318,13 +320,16 @@ class Renderer:
     def render(self, cam, t):
         """The camera's image at time t as an NV12 byte string (tightly packed)."""
         pose = scene.Pose(self.road, t)
-        lead = scene.Lead(self.road, pose, t)
+        lead = scene.Lead(self.road, pose, t) if scene.LEAD_PRESENT else None
         img = [c.copy() for c in cam.sky]
         ground = self._ground(cam, pose, lead)
         for i in range(3):
             img[i].ravel()[cam.ground] = ground[i]
-        self._lead(cam, img, pose, lead)
+        if lead is not None:
+            self._lead(cam, img, pose, lead)
         img = [c * cam.vignette for c in img]
+        if self.look is not None:
+            img = self.look(img, cam, t)
         return to_nv12(img)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import raster  # noqa: E402
 import scene  # noqa: E402
+import variety  # noqa: E402
 
 WIDTH, HEIGHT = 1928, 1208  # tici (comma 3/3X) sensor, contract §1
 ROAD_FOCAL, WIDE_FOCAL = 2648.0, 567.0
@@ -67,7 +68,7 @@ def write_png(path, nv12):
         f.write(chunk(b"IEND", b""))
 
 
-def header(seconds, frames, crf):
+def header(seconds, frames, crf, rpy=CALIB_RPY, params=None):
     """The ground-truth file's description of the drive (see samples/drive/README.md)."""
     def cam(focal):
         return {"width": WIDTH, "height": HEIGHT, "focal_px": focal,
@@ -81,7 +82,7 @@ def header(seconds, frames, crf):
         "cameras": {"road": dict(cam(ROAD_FOCAL), file="fcamera.hevc"),
                     "wide": dict(cam(WIDE_FOCAL), file="ecamera.hevc")},
         "camera_height_m": scene.CAMERA_HEIGHT,
-        "calibration_rpy": list(CALIB_RPY),
+        "calibration_rpy": list(rpy),
         "wide_from_device_euler": [0.0, 0.0, 0.0],
         "x_idxs_m": [round(x, 4) for x in scene.X_IDXS],
         "lane_width_m": scene.LANE_WIDTH,
@@ -89,7 +90,9 @@ def header(seconds, frames, crf):
         "lane_line_dashed": list(scene.LANE_LINE_DASHED),
         "road_edge_offsets_m": list(scene.ROAD_EDGE_OFFSETS),
         "encoder": "x265 " + " ".join(X265_ARGS + ["--crf", str(crf)]),
-    }
+    } | ({} if params is None else {"scene_seed": params["seed"], "scene": params,
+                                    "lane_line_yellow": list(scene.LANE_LINE_YELLOW),
+                                    "lead_present": scene.LEAD_PRESENT})
 
 
 def main():
@@ -102,16 +105,28 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--crf", type=float, default=30.0, help="x265 quality (higher = smaller)")
     ap.add_argument("--nv12", action="store_true", help="also keep the raw NV12 frames")
+    ap.add_argument("--seed", type=int,
+                    help="draw the whole scene (road, lanes, speeds, lead, calibration, lighting, "
+                         "noise) from this seed (tools/synthdrive/variety.py); without it, the "
+                         "bundled sample's scene")
     ap.add_argument("--preview", type=int, metavar="N", help="write PNGs of frame N, encode nothing")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
 
     frames = int(round(a.seconds * scene.FPS))
     first = int(round(a.start * scene.FPS))
+    params, rpy = None, CALIB_RPY
+    if a.seed is not None:
+        params = variety.draw(a.seed)
+        variety.apply(params)
+        rpy = tuple(params["calibration_rpy"])
     road = scene.Road(scene.ego_s(a.start + a.seconds) + 600.0)
-    cams = {"road": raster.Camera(WIDTH, HEIGHT, ROAD_FOCAL, CALIB_RPY),
-            "wide": raster.Camera(WIDTH, HEIGHT, WIDE_FOCAL, CALIB_RPY)}
-    renderer = raster.Renderer(road, cams, CALIB_RPY)
+    cams = {"road": raster.Camera(WIDTH, HEIGHT, ROAD_FOCAL, rpy, scene.CAMERA_HEIGHT),
+            "wide": raster.Camera(WIDTH, HEIGHT, WIDE_FOCAL, rpy, scene.CAMERA_HEIGHT)}
+    renderer = raster.Renderer(road, cams, rpy)
+    if params is not None:
+        renderer.tex = raster.Textures(a.seed)
+        renderer.look = variety.Look(params)
 
     if a.preview is not None:
         for name, cam in cams.items():
@@ -137,7 +152,7 @@ def main():
             encoders[name].stdin.write(nv12_to_i420(nv12))
             if name in raws:
                 raws[name].write(nv12)
-        truth.append(scene.ground_truth(road, t, i, CALIB_RPY))
+        truth.append(scene.ground_truth(road, t, i, rpy))
         if (i + 1 - first) % 20 == 0:
             print(f"synthdrive: {i + 1 - first}/{frames} frames, {time.monotonic() - start:.0f} s", flush=True)
     status = 0
@@ -152,7 +167,7 @@ def main():
 
     # One frame per line keeps the file readable and diffs small.
     with open(os.path.join(a.out, "groundtruth.json"), "w") as f:
-        drive = json.dumps(header(a.seconds, frames, a.crf), sort_keys=True)
+        drive = json.dumps(header(a.seconds, frames, a.crf, rpy, params), sort_keys=True)
         f.write('{"drive": ' + drive + ',\n"frames": [\n')
         f.write(",\n".join(json.dumps(r, sort_keys=True) for r in truth))
         f.write("\n]}\n")

@@ -34,11 +34,36 @@ X_IDXS = [192.0 * (i / 32.0) ** 2 for i in range(33)]  # contract §6
 ROAD_STEP = 0.25  # m between samples of the centre line
 
 
+# The drive's free parameters. The defaults are the bundled sample drive's; variety.py draws
+# other values from a seed and installs them with configure() before anything is rendered.
+# Each wave is (amplitude, period, phase): amplitude * sin(2 pi * arg / period + phase).
+CURVATURE_WAVES = ((1.0 / 650.0, 720.0, 0.4), (1.0 / 1600.0, 270.0, 1.3))  # 1/m over s (m)
+SPEED = (24.0, 4.0, 15.0)  # mean (m/s), amplitude (m/s), period (s)
+WEAVE = (0.3, 7.3)  # amplitude (m), period (s)
+LEAD_GAP = (32.0, ((12.0, 11.0, 0.5), (4.0, 4.1, 0.0)))  # mean gap (m), waves over t (s)
+LEAD_PRESENT = True
+LANE_LINE_YELLOW = (True, False, False, False)
+LEAD_COLOUR = (0.55, 0.09, 0.08)  # display RGB of the lead's body
+
+
+def configure(**values):
+    """Replaces module parameters (the names above, and the layout constants) for one drive and
+    recomputes the derived layout. Unknown names are an error."""
+    g = globals()
+    for k, v in values.items():
+        if k not in g or not k.isupper():
+            raise KeyError(f"scene.configure: no parameter {k}")
+        g[k] = v
+    g["LANE_LINE_OFFSETS"] = tuple(f * g["LANE_WIDTH"] for f in (-1.5, -0.5, 0.5, 1.5))
+    g["ROAD_EDGE_OFFSETS"] = (g["LANE_LINE_OFFSETS"][0] - g["SHOULDER"],
+                              g["LANE_LINE_OFFSETS"][-1] + g["SHOULDER"])
+
+
 def curvature(s):
-    """Road curvature (1/m) at arc length s: two slow waves, so curves tighten, relax and change
-    direction (radius down to about 450 m), like a country highway."""
-    return (1.0 / 650.0) * np.sin(2 * np.pi * s / 720.0 + 0.4) + \
-        (1.0 / 1600.0) * np.sin(2 * np.pi * s / 270.0 + 1.3)
+    """Road curvature (1/m) at arc length s: slow waves, so curves tighten, relax and change
+    direction (the sample: radius down to about 450 m, like a country highway)."""
+    (a1, p1, f1), (a2, p2, f2) = CURVATURE_WAVES
+    return a1 * np.sin(2 * np.pi * s / p1 + f1) + a2 * np.sin(2 * np.pi * s / p2 + f2)
 
 
 class Road:
@@ -75,41 +100,50 @@ class Road:
 # --- motion, all analytic in t (seconds)
 
 def ego_speed(t):
-    """Ego speed (m/s): 24 ± 4 with a 15 s period."""
-    return 24.0 + 4.0 * math.sin(2 * math.pi * t / 15.0)
+    """Ego speed (m/s): the sample drives 24 ± 4 with a 15 s period."""
+    m, a, p = SPEED
+    return m + a * math.sin(2 * math.pi * t / p)
 
 
 def ego_accel(t):
-    return 4.0 * (2 * math.pi / 15.0) * math.cos(2 * math.pi * t / 15.0)
+    m, a, p = SPEED
+    return a * (2 * math.pi / p) * math.cos(2 * math.pi * t / p)
 
 
 def ego_s(t):
     """Arc length travelled: the integral of ego_speed."""
-    return 24.0 * t - 4.0 * (15.0 / (2 * math.pi)) * (math.cos(2 * math.pi * t / 15.0) - 1.0)
+    m, a, p = SPEED
+    return m * t - a * (p / (2 * math.pi)) * (math.cos(2 * math.pi * t / p) - 1.0)
 
 
 def ego_lateral(t):
     """Ego offset from its lane centre (m, + right): a slow weave within the lane."""
-    return 0.3 * math.sin(2 * math.pi * t / 7.3)
+    a, p = WEAVE
+    return a * math.sin(2 * math.pi * t / p)
 
 
 def ego_lateral_rate(t):
-    return 0.3 * (2 * math.pi / 7.3) * math.cos(2 * math.pi * t / 7.3)
+    a, p = WEAVE
+    return a * (2 * math.pi / p) * math.cos(2 * math.pi * t / p)
 
 
 def lead_gap(t):
     """Arc-length gap from the ego camera to the lead's rear bumper (m): closes and opens."""
-    return 32.0 + 12.0 * math.sin(2 * math.pi * t / 11.0 + 0.5) + 4.0 * math.sin(2 * math.pi * t / 4.1)
+    m, waves = LEAD_GAP
+    (a1, p1, f1), (a2, p2, f2) = waves
+    return m + a1 * math.sin(2 * math.pi * t / p1 + f1) + a2 * math.sin(2 * math.pi * t / p2 + f2)
 
 
 def lead_gap_rate(t):
-    return 12.0 * (2 * math.pi / 11.0) * math.cos(2 * math.pi * t / 11.0 + 0.5) + \
-        4.0 * (2 * math.pi / 4.1) * math.cos(2 * math.pi * t / 4.1)
+    (a1, p1, f1), (a2, p2, f2) = LEAD_GAP[1]
+    return a1 * (2 * math.pi / p1) * math.cos(2 * math.pi * t / p1 + f1) + \
+        a2 * (2 * math.pi / p2) * math.cos(2 * math.pi * t / p2 + f2)
 
 
 def lead_gap_accel(t):
-    return -12.0 * (2 * math.pi / 11.0) ** 2 * math.sin(2 * math.pi * t / 11.0 + 0.5) - \
-        4.0 * (2 * math.pi / 4.1) ** 2 * math.sin(2 * math.pi * t / 4.1)
+    (a1, p1, f1), (a2, p2, f2) = LEAD_GAP[1]
+    return -a1 * (2 * math.pi / p1) ** 2 * math.sin(2 * math.pi * t / p1 + f1) - \
+        a2 * (2 * math.pi / p2) ** 2 * math.sin(2 * math.pi * t / p2 + f2)
 
 
 class Pose:
@@ -166,7 +200,7 @@ class Lead:
 def ground_truth(road, t, frame_id, rpy):
     """One frame's ground-truth record (see samples/drive/README.md for every field)."""
     pose = Pose(road, t)
-    lead = Lead(road, pose, t)
+    lead = Lead(road, pose, t) if LEAD_PRESENT else None
     xs = np.array(X_IDXS)
 
     def r(v, nd=4):
@@ -191,7 +225,7 @@ def ground_truth(road, t, frame_id, rpy):
         "calibration_rpy": [float(v) for v in rpy],
         "lane_lines_y_m": lines,
         "road_edges_y_m": edges,
-        "lead": {
+        "lead": None if lead is None else {
             "distance_m": r(lead.X),
             "y_m": r(lead.Y),
             "gap_along_road_m": r(lead_gap(t)),
