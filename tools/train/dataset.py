@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Training data for the driving networks: synthetic drives rendered from seeds, their model inputs
+made by the real opwarp element, and labels for the contract's outputs computed from the scene.
+
+  .venv/bin/python3 tools/train/dataset.py build --seeds 101-104 --seconds 2 --out DATA
+  .venv/bin/python3 tools/train/dataset.py drive samples/drive OUT [--frames N]
+
+`build` renders each seed's drive with tools/synthdrive/render.py --seed (skipped when
+DATA/drive_SEED already holds it) and then does what `drive` does for each. `drive` decodes the
+drive's HEVC streams and runs them through opwarp exactly as the pipeline does
+(filesrc → h265parse → avdec_h265 → videoconvert → NV12 → opwarp with the drive's calibration),
+both cameras (img: road camera, big_img: wide camera), and stores, per drive folder:
+
+  img.npy, big_img.npy   uint8 (N, 12, 128, 256): opwarp's output tensors, frame by frame, bytes
+                         unchanged (the element's 5-frame history included)
+  labels.npz             float32 arrays, first axis = frame (see LABELS below)
+  meta.json              the drive's seed, frame count, calibration, and how it was made
+
+No torch here: the test suite checks the data against opwarp without it (tests/train).
+The plugin comes from the build tree: OP_BUILD_ROOT (default ./build)/plugins.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools", "synthdrive"))
+import scene  # noqa: E402
+import variety  # noqa: E402
+
+TENSOR_BYTES = 12 * 128 * 256
+T_IDXS = [10.0 * (i / 32.0) ** 2 for i in range(33)]
+LEAD_T_IDXS = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+LEAD_T_OFFSETS = [0.0, 2.0, 4.0]
+# Labels, all in the calibrated frame (x forward, y right, z down, origin at the camera) at the
+# frame's time, openpilot's units (m, m/s, m/s², rad, rad/s):
+LABELS = {
+    "lane_lines": "(4, 33, 2) y, z of the four lane lines at X_IDXS; NaN where unknown",
+    "lane_lines_prob": "(4,) 1 where the line exists",
+    "road_edges": "(2, 33, 2) y, z of the road edges at X_IDXS",
+    "plan": "(33, 15) ego position, velocity, acceleration, euler, euler rate at T_IDXS",
+    "lead": "(3, 6, 4) lead x, y, v, a at t + offset + LEAD_T_IDXS for offsets 0, 2, 4 s",
+    "lead_prob": "(3,) 1 where a lead exists at t + offset",
+    "pose": "(6,) translation velocity (3), rotation rate (3) of the car now",
+    "desire_state": "(8,) one-hot desire (none: these drives have no lane changes)",
+}
+
+
+def plugin_env(tmp):
+    build = os.environ.get("OP_BUILD_ROOT", os.path.join(ROOT, "build"))
+    plugins = os.path.join(build, "plugins")
+    if not os.path.isfile(os.path.join(plugins, "libgstop.so")):
+        raise SystemExit(f"dataset: no opwarp plugin at {plugins} (build first, or set OP_BUILD_ROOT)")
+    env = dict(os.environ)
+    env["GST_PLUGIN_PATH_1_0"] = plugins
+    env.setdefault("GST_REGISTRY_1_0", os.path.join(tmp, "registry.bin"))
+    return env
+
+
+def warp_stream(hevc, role, rpy, out_bin, frames, env):
+    """Runs decode → opwarp over one camera's stream; opwarp's tensors go to out_bin as they are."""
+    # The whole stream goes through and the first `frames` tensors are kept: a limit inside the
+    # pipeline (identity eos-after) changed the last tensor written.
+    desc = (f"filesrc location={hevc} ! h265parse ! avdec_h265 ! videoconvert ! "
+            f"video/x-raw,format=NV12 ! opwarp model-input={role} "
+            f"rpy={','.join(repr(float(v)) for v in rpy)} ! filesink location={out_bin}")
+    r = subprocess.run(["gst-launch-1.0", "-q"] + desc.split(), env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"dataset: opwarp pipeline failed for {hevc} ({role}): {r.stderr.strip()}")
+    data = np.fromfile(out_bin, np.uint8)
+    if data.size % TENSOR_BYTES:
+        raise SystemExit(f"dataset: {out_bin}: {data.size} bytes is not a whole number of tensors")
+    os.unlink(out_bin)
+    return data.reshape(-1, 12, 128, 256)[:frames]
+
+
+def scene_for(drive):
+    """Installs the drive's scene parameters (the sample's defaults when it has none)."""
+    if "scene" in drive:
+        variety.apply(drive["scene"])
+    # Without a seed the module defaults are the sample's scene: nothing to install.
+
+
+def labels_for(truth, t_end):
+    """Label arrays for every frame record in truth["frames"] (scene already configured)."""
+    frames = truth["frames"]
+    n = len(frames)
+    road = scene.Road(scene.ego_s(t_end + 16.0) + 600.0)
+    h = truth["drive"]["camera_height_m"]
+    lab = {
+        "lane_lines": np.full((n, 4, 33, 2), np.nan, np.float32),
+        "lane_lines_prob": np.ones((n, 4), np.float32),
+        "road_edges": np.full((n, 2, 33, 2), np.nan, np.float32),
+        "plan": np.zeros((n, 33, 15), np.float32),
+        "lead": np.zeros((n, 3, 6, 4), np.float32),
+        "lead_prob": np.zeros((n, 3), np.float32),
+        "pose": np.zeros((n, 6), np.float32),
+        "desire_state": np.zeros((n, 8), np.float32),
+    }
+    lab["desire_state"][:, 0] = 1.0
+    dt = 0.01
+
+    def heading(t):
+        return scene.Pose(road, t).heading
+
+    for k, f in enumerate(frames):
+        t = f["t"]
+        for key, name in (("lane_lines", "lane_lines_y_m"), ("road_edges", "road_edges_y_m")):
+            y = np.array([[np.nan if v is None else v for v in line] for line in f[name]], np.float32)
+            lab[key][k, :, :, 0] = y
+            lab[key][k, :, :, 1] = np.where(np.isfinite(y), np.float32(h), np.nan)
+        now = scene.Pose(road, t)
+        for i, T in enumerate(T_IDXS):
+            p = scene.Pose(road, t + T)
+            x, y = now.to_ego(p.x, p.y)
+            rel = p.heading - now.heading
+            v, a = scene.ego_speed(t + T), scene.ego_accel(t + T)
+            rate = (heading(t + T + dt) - heading(t + T - dt)) / (2 * dt)
+            c, s = math.cos(rel), math.sin(rel)
+            lat_a = v * rate  # centripetal
+            lab["plan"][k, i] = [x, y, 0.0, v * c, v * s, 0.0, a * c - lat_a * s, a * s + lat_a * c,
+                                 0.0, 0.0, 0.0, rel, 0.0, 0.0, rate]
+        rate_now = (heading(t + dt) - heading(t - dt)) / (2 * dt)
+        lab["pose"][k] = [scene.ego_speed(t), 0.0, 0.0, 0.0, 0.0, rate_now]
+        if scene.LEAD_PRESENT:
+            for j, off in enumerate(LEAD_T_OFFSETS):
+                lab["lead_prob"][k, j] = 1.0
+                for i, T in enumerate(LEAD_T_IDXS):
+                    tf = t + off + T
+                    cx, cy, _ = road.at(scene.ego_s(tf) + scene.lead_gap(tf))
+                    x, y = now.to_ego(cx, cy)
+                    lab["lead"][k, j, i] = [x, y, scene.ego_speed(tf) + scene.lead_gap_rate(tf),
+                                            scene.ego_accel(tf) + scene.lead_gap_accel(tf)]
+    return lab
+
+
+def build_drive(drive_dir, out, frames=None):
+    """Warps and labels one rendered drive into `out` (created); returns the frame count."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(drive_dir, "groundtruth.json")) as f:
+        truth = json.load(f)
+    drive = truth["drive"]
+    rpy = drive["calibration_rpy"]
+    env = plugin_env(out)
+    tensors = {}
+    for role, cam in (("img", "road"), ("big_img", "wide")):
+        hevc = os.path.join(drive_dir, drive["cameras"][cam]["file"])
+        tensors[role] = warp_stream(hevc, role, rpy, os.path.join(out, role + ".bin"), frames, env)
+    n = min(len(tensors["img"]), len(tensors["big_img"]), len(truth["frames"]))
+    if frames:
+        n = min(n, frames)
+    if n == 0:
+        raise SystemExit(f"dataset: {drive_dir}: opwarp produced no frames")
+    truth["frames"] = truth["frames"][:n]
+    scene_for(drive)
+    lab = labels_for(truth, truth["frames"][-1]["t"])
+    for role in tensors:
+        np.save(os.path.join(out, role + ".npy"), tensors[role][:n])
+    np.savez(os.path.join(out, "labels.npz"), **lab)
+    meta = {"source": os.path.abspath(drive_dir), "frames": n,
+            "frame_ids": [f["frame_id"] for f in truth["frames"]],
+            "seed": drive.get("scene_seed"), "calibration_rpy": rpy,
+            "inputs": "opwarp (filesrc ! h265parse ! avdec_h265 ! videoconvert ! NV12 ! opwarp)",
+            "labels": LABELS}
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    if os.path.exists(os.path.join(out, "registry.bin")):
+        os.unlink(os.path.join(out, "registry.bin"))
+    return n
+
+
+def parse_seeds(text):
+    seeds = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            seeds += list(range(int(a), int(b) + 1))
+        else:
+            seeds.append(int(part))
+    return seeds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="render drives from seeds and make their training data")
+    b.add_argument("--seeds", required=True, help="e.g. 101-104 or 101,105")
+    b.add_argument("--seconds", type=float, default=2.0)
+    b.add_argument("--out", required=True)
+    d = sub.add_parser("drive", help="training data of one rendered drive")
+    d.add_argument("drive")
+    d.add_argument("out")
+    d.add_argument("--frames", type=int, help="only the first N frames")
+    a = ap.parse_args()
+
+    if a.cmd == "drive":
+        start = time.monotonic()
+        n = build_drive(a.drive, a.out, a.frames)
+        print(f"dataset: {n} frames of {a.drive} in {a.out} ({time.monotonic() - start:.0f} s)")
+        return 0
+    for seed in parse_seeds(a.seeds):
+        if seed == 0:
+            raise SystemExit("dataset: seed 0 is reserved")
+        drive = os.path.join(a.out, f"drive_{seed}")
+        gt = os.path.join(drive, "groundtruth.json")
+        fresh = False
+        if os.path.exists(gt):
+            with open(gt) as f:
+                hdr = json.loads(f.readline()[len('{"drive": '):].rstrip(",\n"))
+            fresh = hdr.get("scene_seed") == seed and hdr.get("seconds") == a.seconds
+        start = time.monotonic()
+        if not fresh:
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "synthdrive", "render.py"),
+                                "--seed", str(seed), "--seconds", str(a.seconds), "--out", drive])
+            if r.returncode != 0:
+                raise SystemExit(f"dataset: rendering seed {seed} failed")
+        t_render = time.monotonic() - start
+        n = build_drive(drive, os.path.join(a.out, f"data_{seed}"))
+        print(f"dataset: seed {seed}: {n} frames, render {t_render:.0f} s, "
+              f"warp+labels {time.monotonic() - start - t_render:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
