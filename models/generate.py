@@ -56,9 +56,7 @@ def input_specs(name):
 
 def build(name, size):
     """Returns the ONNX ModelProto of one model, ready to serialise."""
-    import torch  # only here: --info and the tests work without torch
-
-    import nets
+    import nets  # only here (it needs torch): --info and the tests work without torch
     cfg = CONFIGS[size]
     if name == "driving_vision":
         net, slices = nets.DrivingVision(cfg["vision"]), nets.vision_slices()
@@ -67,6 +65,16 @@ def build(name, size):
     else:
         net, slices = nets.DrivingSupercombo(cfg), nets.supercombo_slices()
     nets.init_weights(net, SEEDS[name])
+    return export_onnx(net, name, slices,
+                       f"{name} ({size}): random weights from seed {SEEDS[name]}, not trained")
+
+
+def export_onnx(net, name, slices, doc, producer="gst-op models/generate.py"):
+    """Exports a torch network with the inputs of `name` to the form every committed model has
+    (opset 17, no Constant nodes, fp16 weights and compute, `output_slices` metadata, only ops
+    the runtime supports) and checks it. Returns the ModelProto. tools/train exports through it."""
+    import torch  # only here: --info and the tests work without torch
+
     net.eval()
 
     specs = input_specs(name)
@@ -86,9 +94,9 @@ def build(name, size):
         node.name = f"{node.op_type}_{i}"
         node.doc_string = ""
     model.graph.name = name
-    model.producer_name = "gst-op models/generate.py"
+    model.producer_name = producer
     model.producer_version = "1"
-    model.doc_string = f"{name} ({size}): random weights from seed {SEEDS[name]}, not trained"
+    model.doc_string = doc
 
     offsets, start = {}, 0
     for sname, n in slices:

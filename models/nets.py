@@ -18,6 +18,10 @@ VISION_SLICES = [
     ("lead_prob", 3), ("lead", 144), ("hidden_state", 512),
 ]
 POLICY_SLICES = [("plan", 990), ("desire_state", 8)]
+# The multi-hypothesis layouts the contract also knows: `lead` as 2 hypotheses × 3 selections
+# (102) and `plan` as 5 hypotheses (4955). The trained models use them (winner-takes-all).
+MHP_VISION_SLICES = [(k, 102 if k == "lead" else n) for k, n in VISION_SLICES]
+MHP_POLICY_SLICES = [("plan", 4955), ("desire_state", 8)]
 HIDDEN = 512
 PAD = 24  # trailing `pad` slice: rounds the vision output to 1600 values
 
@@ -153,12 +157,12 @@ class Backbone(nn.Module):
 class VisionHead(nn.Module):
     """Both images' features → hidden state (512) → every other vision slice."""
 
-    def __init__(self, c_feat, head_hidden):
+    def __init__(self, c_feat, head_hidden, slices=None):
         super().__init__()
         self.fuse = nn.Linear(2 * c_feat, HIDDEN)
         self.act = gelu()
         self.fc = nn.Linear(HIDDEN, head_hidden)
-        n_before = sum(n for name, n in VISION_SLICES if name != "hidden_state")
+        n_before = sum(n for name, n in (slices or VISION_SLICES) if name != "hidden_state")
         self.out = nn.Linear(head_hidden, n_before)
         self.n_before = n_before
 
@@ -195,10 +199,13 @@ class TemporalPolicy(nn.Module):
 
 
 class DrivingVision(nn.Module):
-    def __init__(self, cfg):
+    """slices: the output layout (default VISION_SLICES; training uses the multi-hypothesis
+    `lead` of 102, see MHP_VISION_SLICES)."""
+
+    def __init__(self, cfg, slices=None):
         super().__init__()
         self.backbone = Backbone(**cfg["backbone"])
-        self.head = VisionHead(self.backbone.out_channels, cfg["head_hidden"])
+        self.head = VisionHead(self.backbone.out_channels, cfg["head_hidden"], slices)
         self.pad = nn.Linear(HIDDEN, PAD)
 
     def forward(self, img, big_img):
@@ -208,9 +215,9 @@ class DrivingVision(nn.Module):
 
 
 class DrivingPolicy(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, slices=None):
         super().__init__()
-        n_out = sum(n for _, n in POLICY_SLICES)
+        n_out = sum(n for _, n in (slices or POLICY_SLICES))
         self.policy = TemporalPolicy(cfg["d"], cfg["blocks"], cfg["head_hidden"], n_out)
 
     def forward(self, features_buffer, desire_pulse, traffic_convention):
