@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Trains the small driving networks (models/nets.py) on tools/train/dataset.py's data, data-parallel
+with torch.distributed (DistributedDataParallel, gloo backend), started by torchrun:
+
+  torchrun --standalone --nproc_per_node 2 tools/train/train.py --data DATA --run RUN --steps 40
+  # several machines: the same script, torchrun's rendezvous instead of --standalone:
+  torchrun --nnodes 2 --node_rank R --nproc_per_node 2 --rdzv_backend c10d \\
+      --rdzv_endpoint HOST:29500 --rdzv_id factory tools/train/train.py --data DATA --run RUN
+  .venv/bin/python3 tools/train/train.py --run RUN --export OUT   # ONNX from the last checkpoint
+
+What one step does (global batch = --batch × world size): each process takes its share of the
+step's samples from a seeded permutation of all frames (epoch e uses PCG64(seed, e)), runs the
+vision network on both warped images, and the policy on the hidden-state history as the pipeline
+builds it (the last 100 hidden states of that drive, every 4th from −97, zeros before the drive
+starts), taken from a cache that the vision network refreshes every --refresh steps (the policy
+learns on detached features; the vision network learns from its own heads). Losses:
+
+- Laplace negative log-likelihood |x − μ|/b + log b for every (mean, log-std) head: lane lines,
+  road edges, leads, plan; Gaussian NLL for pose;
+- winner-takes-all over the hypotheses of the multi-hypothesis `lead` (2 hypotheses, per
+  selection) and `plan` (5): only the hypothesis closest to the truth gets the NLL, and the
+  selection logits learn to pick it (cross-entropy);
+- binary cross-entropy for lane-line and lead probabilities, cross-entropy for desire_state.
+
+Checkpoints (RUN/checkpoint.pt) hold the weights, the optimiser, the step, the hidden-state
+cache and the loss history; a rerun with the same RUN resumes at the saved step, and because the
+data order is a function of (seed, step) it continues at the same data position. One progress
+line per step; RUN/loss.png at the end.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "models"))
+import generate  # noqa: E402
+import nets  # noqa: E402
+
+VISION_SLICES = nets.MHP_VISION_SLICES + [("pad", nets.PAD)]
+POLICY_SLICES = nets.MHP_POLICY_SLICES
+PLAN_HYP, PLAN_N = 5, 33 * 15
+LEAD_HYP, LEAD_N, LEAD_SEL = 2, 6 * 4, 3
+
+
+def offsets(slices):
+    out, start = {}, 0
+    for k, n in slices:
+        out[k] = slice(start, start + n)
+        start += n
+    return out
+
+
+V_OFF, P_OFF = offsets(VISION_SLICES), offsets(POLICY_SLICES)
+
+
+class Data:
+    """Every data_* folder of DATA, loaded into memory (the small sets fit)."""
+
+    def __init__(self, root):
+        dirs = sorted(d for d in os.listdir(root) if d.startswith("data_"))
+        if not dirs:
+            raise SystemExit(f"train: no data_* folders in {root} (tools/train/dataset.py build)")
+        self.names, self.img, self.big, self.labels, self.index = [], [], [], [], []
+        for di, d in enumerate(dirs):
+            p = os.path.join(root, d)
+            img, big = np.load(os.path.join(p, "img.npy")), np.load(os.path.join(p, "big_img.npy"))
+            lab = dict(np.load(os.path.join(p, "labels.npz")))
+            if len(img) != len(big) or len(img) != len(lab["plan"]):
+                raise SystemExit(f"train: {p}: inputs and labels disagree in length")
+            self.names.append(d)
+            self.img.append(img)
+            self.big.append(big)
+            self.labels.append(lab)
+            self.index += [(di, k) for k in range(len(img))]
+        self.n = len(self.index)
+
+    def order(self, seed, epoch):
+        return np.random.Generator(np.random.PCG64([seed, epoch])).permutation(self.n)
+
+    def positions(self, seed, step, global_batch):
+        """Sample indices of one step (the global batch), as a function of (seed, step) only."""
+        first = step * global_batch
+        out = []
+        for pos in range(first, first + global_batch):
+            out.append(int(self.order(seed, pos // self.n)[pos % self.n]))
+        return out, first // self.n, first % self.n
+
+
+def laplace_nll(mu, log_b, x, mask):
+    log_b = log_b.clamp(-7.0, 11.0)
+    nll = (x - mu).abs() * torch.exp(-log_b) + log_b
+    return (nll * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def gauss_nll(mu, log_s, x):
+    log_s = log_s.clamp(-7.0, 11.0)
+    return (0.5 * ((x - mu) * torch.exp(-log_s)) ** 2 + log_s).mean()
+
+
+def wta(raw, hyp, n, sel, target, mask):
+    """Winner-takes-all over `hyp` rows of [means (n), log-stds (n), logits (sel)].
+    target: (B, sel, n); mask (B, sel). Returns (NLL of the winners, CE of the selection)."""
+    b = raw.shape[0]
+    rows = raw.reshape(b, hyp, 2 * n + sel)
+    mu, log_b, logits = rows[:, :, :n], rows[:, :, n:2 * n], rows[:, :, 2 * n:]
+    nll_sum, ce_sum = 0.0, 0.0
+    for c in range(sel):
+        dist_h = (mu - target[:, c:c + 1, :]).abs().mean(dim=2)  # (B, hyp)
+        win = dist_h.argmin(dim=1)
+        pick = win[:, None, None].expand(b, 1, n)
+        m = mu.gather(1, pick)[:, 0]
+        lb = log_b.gather(1, pick)[:, 0]
+        w = mask[:, c:c + 1].expand(b, n)
+        nll_sum = nll_sum + laplace_nll(m, lb, target[:, c], w)
+        ce = nn.functional.cross_entropy(logits[:, :, c], win, reduction="none")
+        ce_sum = ce_sum + (ce * mask[:, c]).sum() / mask[:, c].sum().clamp(min=1.0)
+    return nll_sum / sel, ce_sum / sel
+
+
+def vision_loss(out, lab):
+    parts = {}
+    ll = out[:, V_OFF["lane_lines"]]
+    t = lab["lane_lines"].reshape(-1, 264)
+    m = torch.isfinite(t).float()
+    parts["lane_lines"] = laplace_nll(ll[:, :264], ll[:, 264:], torch.nan_to_num(t), m)
+    re = out[:, V_OFF["road_edges"]]
+    t = lab["road_edges"].reshape(-1, 132)
+    m = torch.isfinite(t).float()
+    parts["road_edges"] = laplace_nll(re[:, :132], re[:, 132:], torch.nan_to_num(t), m)
+    # laneLineProbs are the odd entries (present); the even ones their complement.
+    p = lab["lane_lines_prob"]
+    target = torch.stack([1 - p, p], dim=2).reshape(-1, 8)
+    parts["lane_lines_prob"] = nn.functional.binary_cross_entropy_with_logits(
+        out[:, V_OFF["lane_lines_prob"]], target)
+    lead_nll, lead_ce = wta(out[:, V_OFF["lead"]], LEAD_HYP, LEAD_N, LEAD_SEL,
+                            lab["lead"].reshape(-1, LEAD_SEL, LEAD_N), lab["lead_prob"])
+    parts["lead"] = lead_nll
+    parts["lead_select"] = lead_ce
+    parts["lead_prob"] = nn.functional.binary_cross_entropy_with_logits(
+        out[:, V_OFF["lead_prob"]], lab["lead_prob"])
+    pose = out[:, V_OFF["pose"]]
+    parts["pose"] = gauss_nll(pose[:, :6], pose[:, 6:], lab["pose"])
+    return parts
+
+
+def policy_loss(out, lab):
+    plan_nll, plan_ce = wta(out[:, P_OFF["plan"]], PLAN_HYP, PLAN_N, 1,
+                            lab["plan"].reshape(-1, 1, PLAN_N), torch.ones(len(out), 1))
+    desire = nn.functional.cross_entropy(out[:, P_OFF["desire_state"]], lab["desire_state"].argmax(1))
+    return {"plan": plan_nll, "plan_select": plan_ce, "desire_state": desire}
+
+
+class Both(nn.Module):
+    """Vision and policy in one module so that one DDP wrapper averages both gradients."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.vision = nets.DrivingVision(cfg["vision"], VISION_SLICES[:-1])
+        self.policy = nets.DrivingPolicy(cfg["policy"], POLICY_SLICES)
+
+    def forward(self, img, big, feats, desire, traffic):
+        return self.vision(img, big), self.policy(feats, desire, traffic)
+
+
+def history(cache, drive, k):
+    """The policy's features_buffer for frame k: hidden states of frames k−96, k−92, …, k (the
+    100-entry queue's entries −97::4), zeros for frames before the drive."""
+    out = np.zeros((25, 512), np.float32)
+    for j in range(25):
+        f = k - 96 + 4 * j
+        if f >= 0:
+            out[j] = cache[drive][f]
+    return out
+
+
+@torch.no_grad()
+def refresh_cache(vision, data, batch=16):
+    vision.eval()
+    h = V_OFF["hidden_state"]
+    cache = []
+    for img, big in zip(data.img, data.big):
+        rows = []
+        for i in range(0, len(img), batch):
+            out = vision(torch.from_numpy(img[i:i + batch]), torch.from_numpy(big[i:i + batch]))
+            rows.append(out[:, h].numpy())
+        cache.append(np.concatenate(rows))
+    vision.train()
+    return cache
+
+
+def plot(history_, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    steps = [h["step"] for h in history_]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key in ("total", "vision", "policy"):
+        ax.plot(steps, [h[key] for h in history_], label=key)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (NLL + CE, mean over the global batch)")
+    ax.set_title("tools/train/train.py")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def export(run, out):
+    ck = torch.load(os.path.join(run, "checkpoint.pt"))
+    cfg = generate.CONFIGS[ck["size"]]
+    both = Both(cfg)
+    both.load_state_dict(ck["model"])
+    os.makedirs(out, exist_ok=True)
+    doc = f"trained by tools/train/train.py: {ck['step']} steps, data {ck['data']}, seed {ck['seed']}"
+    for name, net, slices in (("driving_vision", both.vision, VISION_SLICES),
+                              ("driving_policy", both.policy, POLICY_SLICES)):
+        model = generate.export_onnx(net, name, slices, f"{name} ({ck['size']}): {doc}",
+                                     producer="gst-op tools/train/train.py")
+        path = os.path.join(out, f"{name}_{ck['size']}.onnx")
+        with open(path, "wb") as f:
+            f.write(model.SerializeToString())
+        print(f"train: exported {path}")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", help="folder of dataset.py's data_* folders")
+    ap.add_argument("--run", required=True, help="checkpoint, log and plot folder")
+    ap.add_argument("--steps", type=int, default=40, help="train until this step")
+    ap.add_argument("--batch", type=int, default=4, help="samples per process per step")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--size", default="small", choices=sorted(generate.CONFIGS))
+    ap.add_argument("--refresh", type=int, default=10, help="steps between hidden-state refreshes")
+    ap.add_argument("--ckpt-every", type=int, default=10)
+    ap.add_argument("--stop-after", type=int, help="exit after this step (simulates an interruption)")
+    ap.add_argument("--export", metavar="OUT", help="export the checkpoint to ONNX and exit")
+    a = ap.parse_args()
+    if a.export:
+        return export(a.run, a.export)
+    if not a.data:
+        ap.error("--data is needed for training")
+
+    torch.set_num_threads(1)  # one core per process: the processes are the parallelism
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(a.seed)
+    data = Data(a.data)
+    cfg = generate.CONFIGS[a.size]
+    both = Both(cfg)
+    nets.init_weights(both.vision, 7001)
+    nets.init_weights(both.policy, 7002)
+    opt = torch.optim.Adam(both.parameters(), lr=a.lr)
+    ckpt = os.path.join(a.run, "checkpoint.pt")
+    step, hist, cache, cache_step = 0, [], None, -1
+    if os.path.exists(ckpt):
+        ck = torch.load(ckpt)
+        if ck["data"] != data.names or ck["batch"] != a.batch or ck["world"] != world:
+            raise SystemExit(f"train: {ckpt} was made with other data, batch or world size")
+        both.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        step, hist, cache, cache_step = ck["step"], ck["history"], ck["cache"], ck["cache_step"]
+    ddp = DDP(both)
+    gb = a.batch * world
+    _, epoch, pos = data.positions(a.seed, step, gb)
+    if rank == 0:
+        os.makedirs(a.run, exist_ok=True)
+        print(f"train: {'resumed' if step else 'started'} at step {step}, data position epoch "
+              f"{epoch} index {pos} of {data.n} frames ({len(data.names)} drives), {world} "
+              f"processes (gloo), global batch {gb}", flush=True)
+    tc = torch.tensor([[1.0, 0.0]])
+    while step < a.steps:
+        t0 = time.monotonic()
+        if cache is None or step - cache_step >= a.refresh:
+            cache, cache_step = refresh_cache(both.vision, data), step
+        idx, epoch, pos = data.positions(a.seed, step, gb)
+        mine = idx[rank::world]
+        img = torch.from_numpy(np.stack([data.img[data.index[i][0]][data.index[i][1]] for i in mine]))
+        big = torch.from_numpy(np.stack([data.big[data.index[i][0]][data.index[i][1]] for i in mine]))
+        feats = torch.from_numpy(np.stack([history(cache, *data.index[i]) for i in mine]))
+        lab = {k: torch.from_numpy(np.stack([data.labels[data.index[i][0]][k][data.index[i][1]]
+                                             for i in mine])) for k in data.labels[0]}
+        vout, pout = ddp(img, big, feats, torch.zeros(len(mine), 25, 8), tc.expand(len(mine), 2))
+        vparts, pparts = vision_loss(vout, lab), policy_loss(pout, lab)
+        lv, lp = sum(vparts.values()), sum(pparts.values())
+        opt.zero_grad()
+        (lv + lp).backward()
+        opt.step()
+        step += 1
+        stats = torch.tensor([float(lv), float(lp)])
+        dist.all_reduce(stats)
+        stats /= world
+        dt = time.monotonic() - t0
+        hist.append({"step": step, "total": float(stats.sum()), "vision": float(stats[0]),
+                     "policy": float(stats[1]), "seconds": dt})
+        if rank == 0:
+            print(f"step {step}/{a.steps} loss {float(stats.sum()):.3f} (vision {float(stats[0]):.3f}, "
+                  f"policy {float(stats[1]):.3f}) epoch {epoch} index {pos} {dt:.2f} s/step "
+                  f"{gb / dt:.1f} samples/s", flush=True)
+        if step % a.ckpt_every == 0 or step == a.steps or step == a.stop_after:
+            if rank == 0:
+                tmp = ckpt + ".tmp"
+                torch.save({"model": both.state_dict(), "optimizer": opt.state_dict(), "step": step,
+                            "history": hist, "cache": cache, "cache_step": cache_step,
+                            "data": data.names, "batch": a.batch, "world": world, "seed": a.seed,
+                            "size": a.size}, tmp)
+                os.replace(tmp, ckpt)
+                print(f"train: checkpoint at step {step}", flush=True)
+            dist.barrier()
+        if a.stop_after and step >= a.stop_after:
+            break
+    if rank == 0:
+        plot(hist, os.path.join(a.run, "loss.png"))
+        with open(os.path.join(a.run, "history.json"), "w") as f:
+            json.dump(hist, f)
+        times = [h["seconds"] for h in hist[1:]] or [0.0]
+        print(f"train: stopped at step {step}; median {np.median(times):.2f} s/step; "
+              f"{os.path.join(a.run, 'loss.png')}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
