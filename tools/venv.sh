@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates the project's Python environment in .venv (idempotent).
 #   tools/venv.sh            numpy, onnx, onnxruntime, pycapnp: what the tests' references need
-#   tools/venv.sh --models   also PyTorch (Debian's python3-torch, CPU) to regenerate models
+#   tools/venv.sh --models   also PyTorch (Debian's python3-torch, CPU) and matplotlib, to
+#                            regenerate and train models (tools/train)
 # The venv is built on Debian's /usr/bin/python3 with system site packages, so Debian's torch is
 # visible inside it without pulling PyPI's multi-gigabyte CUDA wheels.
 set -euo pipefail
@@ -10,9 +11,13 @@ cd "$(dirname "$0")/.."
 want_models=0
 [ "${1:-}" = "--models" ] && want_models=1
 
-if [ $want_models = 1 ] && ! dpkg-query -W -f='${Status}' python3-torch 2>/dev/null | grep -q 'ok installed'; then
-  [ "$(id -u)" -eq 0 ] || { echo "venv: python3-torch is missing; install it as root" >&2; exit 1; }
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-torch
+# --models: torch for the generator and the trainer, matplotlib for the trainer's loss plot.
+if [ $want_models = 1 ]; then
+  for pkg in python3-torch python3-matplotlib; do
+    dpkg-query -W -f='${Status}' $pkg 2>/dev/null | grep -q 'ok installed' && continue
+    [ "$(id -u)" -eq 0 ] || { echo "venv: $pkg is missing; install it as root" >&2; exit 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $pkg
+  done
 fi
 
 stamp=.venv/.requirements

@@ -216,6 +216,129 @@ def accuracy(rlog, truth):
     return table
 
 
+# The model-accuracy table (tools/train/evaluate.py prints it): quantities, and the targets a
+# trained model must meet on held-out drives (None: reported, no target).
+MODEL_TARGETS = {
+    "lane_y_20m_p50": ("<=", 0.20), "lane_y_20m_p90": ("<=", 0.50),
+    "lead_presence_acc": (">=", 0.95), "lead_distance_pct_p50": ("<=", 5.0),
+    "plan_y_30m_p50": ("<=", 0.30),
+}
+
+
+def _pct(values, q):
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, int(math.ceil(q * len(s))) - 1))] if s else None
+
+
+def _interp(x, xs, ys):
+    """y at x on a polyline given by increasing xs (None outside)."""
+    for i in range(1, len(xs)):
+        if xs[i - 1] <= x <= xs[i]:
+            if ys[i] is None or ys[i - 1] is None:
+                return None
+            f = (x - xs[i - 1]) / (xs[i] - xs[i - 1]) if xs[i] > xs[i - 1] else 0.0
+            return ys[i - 1] + f * (ys[i] - ys[i - 1])
+    return None
+
+
+def model_accuracy(rlog, truth, x_idxs, plan_truth=None):
+    """The model-accuracy table of a replay: every modelV2 message against the ground-truth frame
+    of the same frame id. plan_truth: {frame_id: (xs, ys)} of the true future path in the frame's
+    calibrated frame (the drive file does not hold it; tools/train computes it from the scene).
+    Errors are absolute; `*_within_std` is the share of errors no larger than the predicted std."""
+    e = {k: [] for k in ("lane_y_10m", "lane_y_20m", "lane_y_40m", "edge_y_20m", "plan_y_10m",
+                         "plan_y_30m", "plan_y_50m", "lead_distance_pct", "lead_speed")}
+    hits = {"lane_prob": [], "lead_presence": [], "lane_within_std": [], "lead_within_std": [],
+            "plan_within_std": []}
+    matched = 0
+    for ev in read_log(rlog):
+        if ev.which() != "modelV2":
+            continue
+        m = ev.modelV2
+        rec = truth.get(m.frameId)
+        if rec is None:
+            continue
+        matched += 1
+        for k, line in enumerate(m.laneLines):
+            want = rec["lane_lines_y_m"][k]
+            hits["lane_prob"].append((m.laneLineProbs[k] > 0.5) == any(v is not None for v in want))
+            for dist in (10, 20, 40):
+                p, w = _interp(dist, list(line.x), list(line.y)), _interp(dist, x_idxs, want)
+                if p is not None and w is not None:
+                    e[f"lane_y_{dist}m"].append(abs(p - w))
+                    if dist == 20 and len(m.laneLineStds) > k:
+                        hits["lane_within_std"].append(abs(p - w) <= m.laneLineStds[k])
+        for k, edge in enumerate(m.roadEdges):
+            p = _interp(20, list(edge.x), list(edge.y))
+            w = _interp(20, x_idxs, rec["road_edges_y_m"][k])
+            if p is not None and w is not None:
+                e["edge_y_20m"].append(abs(p - w))
+        lead = rec.get("lead")
+        true_present = lead is not None and lead["distance_m"] <= 80.0
+        if len(m.leadsV3):
+            l0 = m.leadsV3[0]
+            hits["lead_presence"].append((l0.prob > 0.5) == true_present)
+            if true_present and len(l0.x):
+                err = abs(l0.x[0] - lead["distance_m"])
+                e["lead_distance_pct"].append(100.0 * err / lead["distance_m"])
+                e["lead_speed"].append(abs(l0.v[0] - lead["speed_mps"]))
+                if len(l0.xStd):
+                    hits["lead_within_std"].append(err <= l0.xStd[0])
+        if plan_truth is not None and m.frameId in plan_truth and len(m.position.x):
+            xs, ys = plan_truth[m.frameId]
+            px, py = list(m.position.x), list(m.position.y)
+            for dist in (10, 30, 50):
+                p, w = _interp(dist, px, py), _interp(dist, xs, ys)
+                if p is not None and w is not None:
+                    e[f"plan_y_{dist}m"].append(abs(p - w))
+                    if dist == 30 and len(m.position.yStd):
+                        i = min(range(len(px)), key=lambda j: abs(px[j] - dist))
+                        hits["plan_within_std"].append(abs(p - w) <= m.position.yStd[i])
+    table = {"frames": matched}
+    for k, v in e.items():
+        if v:
+            table[f"{k}_p50"], table[f"{k}_p90"], table[f"{k}_n"] = _pct(v, 0.5), _pct(v, 0.9), len(v)
+    for k, v in hits.items():
+        if v:
+            table[f"{k}_acc" if not k.endswith("within_std") else k] = sum(v) / len(v)
+    return table
+
+
+def model_accuracy_markdown(title, table):
+    """The table as Markdown, each target marked met or MISSED with the measured figure."""
+    names = {
+        "lane_y_10m": "lane-line lateral error at 10 m (m)", "lane_y_20m": "lane-line lateral error at 20 m (m)",
+        "lane_y_40m": "lane-line lateral error at 40 m (m)", "edge_y_20m": "road-edge error at 20 m (m)",
+        "lead_distance_pct": "lead distance error (% of true)", "lead_speed": "lead speed error (m/s)",
+        "plan_y_10m": "plan lateral error at 10 m (m)", "plan_y_30m": "plan lateral error at 30 m (m)",
+        "plan_y_50m": "plan lateral error at 50 m (m)",
+    }
+    lines = [f"# {title}", "", f"{table['frames']} modelV2 messages matched to ground-truth frames.",
+             "", "| quantity | median | p90 | target |", "|---|---|---|---|"]
+
+    def verdict(key):
+        if key not in MODEL_TARGETS or key not in table:
+            return ""
+        op, lim = MODEL_TARGETS[key]
+        ok = table[key] <= lim if op == "<=" else table[key] >= lim
+        shown = f"{100 * lim:.0f} %" if key.endswith("_acc") else f"{lim}"
+        return f"{op} {shown}: {'met' if ok else 'MISSED'}"
+    for k, label in names.items():
+        if f"{k}_p50" in table:
+            tgt = "; ".join(v for v in (verdict(f"{k}_p50"), verdict(f"{k}_p90")) if v)
+            lines.append(f"| {label} | {table[f'{k}_p50']:.3f} | {table[f'{k}_p90']:.3f} | {tgt} |")
+        else:
+            lines.append(f"| {label} | n/a | n/a | |")
+    for k, label in (("lane_prob_acc", "lane-line probability accuracy"),
+                     ("lead_presence_acc", "lead presence accuracy (lead within 80 m)"),
+                     ("lane_within_std", "lane line at 20 m within 1 predicted std"),
+                     ("lead_within_std", "lead distance within 1 predicted std"),
+                     ("plan_within_std", "plan at 30 m within 1 predicted std (≈ 0.68 if calibrated)")):
+        val = f"{100 * table[k]:.1f} %" if k in table else "n/a"
+        lines.append(f"| {label} | {val} | | {verdict(k)} |")
+    return "\n".join(lines) + "\n"
+
+
 def accuracy_markdown(route, table):
     lines = [f"# Accuracy of {route}", "",
              f"{table['frames']} modelV2 messages matched to ground-truth frames by frame id.", "",

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The model factory in one command: render and warp the training drives, train with two DDP
+# processes, export to ONNX, check the export against onnxruntime, evaluate on the held-out
+# sample drive through opreplay. Every step prints its wall time.
+#
+#   tools/train/factory.sh [OUT] [--seeds 101-104] [--seconds 2] [--steps 40] [--nproc 2]
+#
+# Needs torch (tools/venv.sh --models) and a build (build/). OUT defaults to /tmp/factory; the
+# rendered drives in OUT/data are reused when rerun with the same seeds and length, and training
+# resumes from OUT/run/checkpoint.pt.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=/tmp/factory seeds=101-104 seconds=2 steps=40 nproc=2
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then out=$1; shift; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seeds) seeds=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --nproc) nproc=$2; shift 2 ;;
+    *) echo "factory: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+py=.venv/bin/python3
+timed() { local t0=$SECONDS; "$@"; echo "factory: $1 ${2:-} took $((SECONDS - t0)) s"; }
+
+timed $py tools/train/dataset.py build --seeds "$seeds" --seconds "$seconds" --out "$out/data"
+# `python3 -m torch.distributed.run` is torchrun. Debian's torch 1.13 on Python 3.11 cannot parse
+# torchrun's default --redirects/--tee ("0"); naming rank 1's streams works around it.
+timed $py -m torch.distributed.run --standalone --nproc_per_node "$nproc" \
+  --redirects 1:1 --tee 1:1 --log_dir "$out/torchrun-logs" \
+  tools/train/train.py --data "$out/data" --run "$out/run" --steps "$steps"
+timed $py tools/train/train.py --run "$out/run" --export "$out/models"
+first=${seeds%%[-,]*}
+timed $py tools/train/check_export.py "$out/models" "$out/data/data_$first"
+timed $py tools/train/evaluate.py --drive samples/drive --replay "$out/replay" \
+  --vision "$out/models/driving_vision_small.onnx" --policy "$out/models/driving_policy_small.onnx" \
+  --json "$out/accuracy.json"
