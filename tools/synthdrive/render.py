@@ -4,6 +4,7 @@ streams like an openpilot route, plus per-frame ground truth.
 
   .venv/bin/python3 tools/synthdrive/render.py --seconds 10 --out samples/drive   # the sample
   .venv/bin/python3 tools/synthdrive/render.py --seconds 60 --out /tmp/drive60     # a longer one
+  .venv/bin/python3 tools/synthdrive/render.py --seed 101 --seconds 2 --out /tmp/d  # another scene
 
 Writes OUT/fcamera.hevc, OUT/ecamera.hevc, OUT/groundtruth.json (format: samples/drive/README.md)
 and, with --nv12, the raw frames OUT/fcamera.nv12 / OUT/ecamera.nv12 (tightly packed NV12, one
