@@ -22,17 +22,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 py=.venv/bin/python3
-timed() { local t0=$SECONDS; "$@"; echo "factory: $1 ${2:-} took $((SECONDS - t0)) s"; }
+timed() { local what=$1 t0=$SECONDS; shift; "$@"; echo "factory: $what took $((SECONDS - t0)) s"; }
 
-timed $py tools/train/dataset.py build --seeds "$seeds" --seconds "$seconds" --out "$out/data"
+timed data $py tools/train/dataset.py build --seeds "$seeds" --seconds "$seconds" --out "$out/data"
 # `python3 -m torch.distributed.run` is torchrun. Debian's torch 1.13 on Python 3.11 cannot parse
 # torchrun's default --redirects/--tee ("0"); naming rank 1's streams works around it.
-timed $py -m torch.distributed.run --standalone --nproc_per_node "$nproc" \
+timed training $py -m torch.distributed.run --standalone --nproc_per_node "$nproc" \
   --redirects 1:1 --tee 1:1 --log_dir "$out/torchrun-logs" \
   tools/train/train.py --data "$out/data" --run "$out/run" --steps "$steps"
-timed $py tools/train/train.py --run "$out/run" --export "$out/models"
+timed export $py tools/train/train.py --run "$out/run" --export "$out/models"
 first=${seeds%%[-,]*}
-timed $py tools/train/check_export.py "$out/models" "$out/data/data_$first"
-timed $py tools/train/evaluate.py --drive samples/drive --replay "$out/replay" \
+timed export-check $py tools/train/check_export.py "$out/models" "$out/data/data_$first"
+timed evaluation $py tools/train/evaluate.py --drive samples/drive --replay "$out/replay" \
   --vision "$out/models/driving_vision_small.onnx" --policy "$out/models/driving_policy_small.onnx" \
   --json "$out/accuracy.json"
