@@ -143,10 +143,15 @@ def labels_for(truth, t_end):
 
 def build_drive(drive_dir, out, frames=None):
     """Warps and labels one rendered drive into `out` (created); returns the frame count."""
+    gt = os.path.join(drive_dir, "groundtruth.json")
+    try:
+        with open(gt) as f:
+            truth = json.load(f)
+        drive = truth["drive"]
+        drive["cameras"]["road"]["file"], drive["cameras"]["wide"]["file"], truth["frames"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"dataset: {gt}: not a synthdrive ground-truth file ({e})")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(drive_dir, "groundtruth.json")) as f:
-        truth = json.load(f)
-    drive = truth["drive"]
     rpy = drive["calibration_rpy"]
     env = plugin_env(out)
     tensors = {}

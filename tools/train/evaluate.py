@@ -46,8 +46,12 @@ def main():
     a = ap.parse_args()
     if bool(a.rlog) == bool(a.replay):
         ap.error("give --rlog or --replay")
-    with open(os.path.join(a.drive, "groundtruth.json")) as f:
-        gt = json.load(f)
+    try:
+        with open(os.path.join(a.drive, "groundtruth.json")) as f:
+            gt = json.load(f)
+        gt["drive"]["x_idxs_m"], gt["frames"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"evaluate: {a.drive}/groundtruth.json: not a synthdrive ground truth ({e})")
     if a.replay:
         if not (a.vision and a.policy):
             ap.error("--replay needs --vision and --policy")
@@ -63,6 +67,8 @@ def main():
         rlog = find_rlog(a.replay)
     else:
         rlog = a.rlog
+        if not os.path.isfile(rlog):
+            raise SystemExit(f"evaluate: {rlog}: no such file")
     truth = {rec["frame_id"]: rec for rec in gt["frames"]}
     dataset.scene_for(gt["drive"])
     lab = dataset.labels_for(gt, gt["frames"][-1]["t"])

@@ -217,7 +217,10 @@ def plot(history_, path):
 
 
 def export(run, out):
-    ck = torch.load(os.path.join(run, "checkpoint.pt"))
+    path = os.path.join(run, "checkpoint.pt")
+    if not os.path.isfile(path):
+        raise SystemExit(f"train: no checkpoint {path} to export")
+    ck = torch.load(path)
     cfg = generate.CONFIGS[ck["size"]]
     both = Both(cfg)
     both.load_state_dict(ck["model"])
@@ -253,6 +256,8 @@ def main():
         return export(a.run, a.export)
     if not a.data:
         ap.error("--data is needed for training")
+    if not os.path.isdir(a.data):
+        raise SystemExit(f"train: --data {a.data}: no such folder")
 
     torch.set_num_threads(1)  # one core per process: the processes are the parallelism
     dist.init_process_group("gloo")
