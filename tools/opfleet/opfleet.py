@@ -245,16 +245,21 @@ def model_accuracy(rlog, truth, x_idxs, plan_truth=None):
     """The model-accuracy table of a replay: every modelV2 message against the ground-truth frame
     of the same frame id. plan_truth: {frame_id: (xs, ys)} of the true future path in the frame's
     calibrated frame (the drive file does not hold it; tools/train computes it from the scene).
-    Errors are absolute; `*_within_std` is the share of errors no larger than the predicted std."""
+    Errors are absolute; `*_within_std` is the share of errors no larger than the predicted std
+    (for lane lines the std of laneLineStds, which is the line's std at its first point)."""
+    return model_accuracy_of((ev.modelV2 for ev in read_log(rlog) if ev.which() == "modelV2"),
+                             truth, x_idxs, plan_truth)
+
+
+def model_accuracy_of(messages, truth, x_idxs, plan_truth=None):
+    """model_accuracy over modelV2 messages, or any objects with the same fields (tools/train
+    builds them from onnxruntime's outputs to compare the runtimes on the same frames)."""
     e = {k: [] for k in ("lane_y_10m", "lane_y_20m", "lane_y_40m", "edge_y_20m", "plan_y_10m",
                          "plan_y_30m", "plan_y_50m", "lead_distance_pct", "lead_speed")}
     hits = {"lane_prob": [], "lead_presence": [], "lane_within_std": [], "lead_within_std": [],
             "plan_within_std": []}
     matched = 0
-    for ev in read_log(rlog):
-        if ev.which() != "modelV2":
-            continue
-        m = ev.modelV2
+    for m in messages:
         rec = truth.get(m.frameId)
         if rec is None:
             continue

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The model factory in one command: render and warp the training drives, train with two DDP
 # processes, export to ONNX, check the export against onnxruntime, evaluate on the held-out
-# sample drive through opreplay. Every step prints its wall time.
+# sample drive through opreplay, and onnxruntime on the same frames beside it. Every step prints
+# its wall time.
 #
 #   tools/train/factory.sh [OUT] [--seeds 101-104] [--seconds 2] [--steps 40] [--nproc 2]
 #
@@ -33,6 +34,6 @@ timed training $py -m torch.distributed.run --standalone --nproc_per_node "$npro
 timed export $py tools/train/train.py --run "$out/run" --export "$out/models"
 first=${seeds%%[-,]*}
 timed export-check $py tools/train/check_export.py "$out/models" "$out/data/data_$first"
-timed evaluation $py tools/train/evaluate.py --drive samples/drive --replay "$out/replay" \
+timed evaluation $py tools/train/evaluate.py --drive samples/drive --replay "$out/replay" --onnxruntime \
   --vision "$out/models/driving_vision_small.onnx" --policy "$out/models/driving_policy_small.onnx" \
   --json "$out/accuracy.json"
