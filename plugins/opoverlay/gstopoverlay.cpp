@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "common/gstopcamerasettings.h"
+#include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
@@ -68,7 +69,6 @@
 #include "op/gstoptensor.h"
 #include "opoverlay/groundtruth.h"
 #include "opoverlay/overlay_draw.h"
-#include "opwarp/gstopwarp.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_overlay_debug);
 #define GST_CAT_DEFAULT gst_op_overlay_debug

@@ -38,11 +38,12 @@
 #include <memory>
 #include <string>
 
-#include "drivingsettings.h"
+#include "common/gstopevents.h"
+#include "common/net/driving_settings.h"
+#include "common/net/model_slot.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
-#include "opvision/netstage.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_policy_debug);
 #define GST_CAT_DEFAULT gst_op_policy_debug
@@ -70,9 +71,9 @@ enum {
 
 namespace {
 
-using op::vision::FrameTimer;
-using op::vision::ModelSlot;
-using op::vision::Network;
+using op::net::FrameTimer;
+using op::net::ModelSlot;
+using op::net::Network;
 
 // Which policy input each queue feeds.
 struct PolicyPlan {
@@ -98,8 +99,8 @@ op::StatusOr<PolicyPlan> PlanPolicy(const Network &net) {
   if (plan.features < 0 || plan.desire < 0 || plan.traffic < 0)
     return op::InvalidArgument(
         "a policy model has the inputs features_buffer, desire_pulse and traffic_convention");
-  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
-                                                                 plan.traffic, false));
+  OP_ASSIGN_OR_RETURN(
+      plan.shape, op::net::TemporalInputShape(in, plan.features, plan.desire, plan.traffic, false));
   return plan;
 }
 
@@ -237,7 +238,7 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
       auto info = gst_op_tensor_info_from_structure(gst_caps_get_structure(caps, i));
       if (!info.ok())
         continue;  // not fixed yet: nothing to say about the output
-      auto merged = op::vision::ConcatTensorInfo(*info, net->outputs(), "policy");
+      auto merged = op::net::ConcatTensorInfo(*info, net->outputs(), "policy");
       if (!merged.ok())
         continue;
       GstCaps *one = gst_op_tensor_info_to_caps(*merged);
@@ -508,7 +509,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     GstMemory *m = gst_buffer_peek_memory(inbuf, i);
     const size_t bytes = impl->in_info.tensors[i].bytes();
     const bool on_device = gst_is_op_memory_on(m, ctx);
-    auto src = op::vision::DeviceInput(ctx, m, bytes, on_device ? nullptr : outputs[i]);
+    auto src = op::net::DeviceInput(ctx, m, bytes, on_device ? nullptr : outputs[i]);
     if (!src.ok())
       return fail(src.status(), "Could not read an input tensor.");
     if (on_device) {
@@ -577,7 +578,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
       impl->model.SetPath(g_value_get_string(value) ? g_value_get_string(value) : "");
       break;
     case PROP_PRECISION:
-      impl->model.SetPrecision(static_cast<op::vision::Precision>(g_value_get_enum(value)));
+      impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
     case PROP_DESIRE:
       GST_OBJECT_LOCK(self);
@@ -664,7 +665,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       gobject_class, PROP_PRECISION,
       g_param_spec_enum(
           "precision", "Precision", "Storage precision the network is compiled for",
-          GST_TYPE_OP_PRECISION, int(op::vision::Precision::kAuto),
+          GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto),
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   g_object_class_install_property(
       gobject_class, PROP_DESIRE,

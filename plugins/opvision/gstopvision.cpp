@@ -51,13 +51,14 @@
 #include <string>
 
 #include "drive/temporal.h"
-#include "netstage.h"
+#include "common/gstopevents.h"
+#include "common/net/driving_settings.h"
+#include "common/net/model_slot.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
-#include "oppolicy/drivingsettings.h"
-#include "pairing.h"
+#include "opvision/pairing.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_vision_debug);
 #define GST_CAT_DEFAULT gst_op_vision_debug
@@ -102,10 +103,10 @@ enum {
 
 namespace {
 
-using op::vision::DeviceTensor;
-using op::vision::FrameTimer;
-using op::vision::ModelSlot;
-using op::vision::Network;
+using op::net::DeviceTensor;
+using op::net::FrameTimer;
+using op::net::ModelSlot;
+using op::net::Network;
 
 // Which model input each stream feeds, and the temporal queues of a combined network.
 struct ModelPlan {
@@ -147,8 +148,8 @@ op::StatusOr<ModelPlan> PlanModel(const Network &net) {
   if (temporal != 3)
     return op::InvalidArgument(
         "a combined model needs all of features_buffer, desire_pulse and traffic_convention");
-  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
-                                                                 plan.traffic, true));
+  OP_ASSIGN_OR_RETURN(
+      plan.shape, op::net::TemporalInputShape(in, plan.features, plan.desire, plan.traffic, true));
   const GstOpTensorSlice *hidden = net.outputs().FindSlice("hidden_state");
   if (!hidden)
     return op::InvalidArgument("a combined model needs an output slice \"hidden_state\"");
@@ -244,13 +245,13 @@ static op::Status CheckCaps(GstOpVision *self, const Network &net, const ModelPl
   Impl *impl = self->impl;
   const GstOpTensorInfo &in = net.inputs();
   if (impl->have_img_caps) {
-    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.img], impl->img_info, "img"));
+    OP_RETURN_IF_ERROR(op::net::CheckInput(in.tensors[plan.img], impl->img_info, "img"));
     if (!WideLinked(self))  // the road tensor feeds big_img too
       OP_RETURN_IF_ERROR(
-          op::vision::CheckInput(in.tensors[plan.big_img], impl->img_info, "img (as big_img)"));
+          op::net::CheckInput(in.tensors[plan.big_img], impl->img_info, "img (as big_img)"));
   }
   if (impl->have_big_caps)
-    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.big_img], impl->big_info, "big_img"));
+    OP_RETURN_IF_ERROR(op::net::CheckInput(in.tensors[plan.big_img], impl->big_info, "big_img"));
   return op::Status::Ok();
 }
 
@@ -363,7 +364,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   GstMemory *big_mem = gst_buffer_peek_memory(big, 0);
   const size_t img_bytes = in.tensors[impl->plan.img].bytes();
   const size_t big_bytes = in.tensors[impl->plan.big_img].bytes();
-  auto road = op::vision::DeviceInput(
+  auto road = op::net::DeviceInput(
       ctx, img_mem, img_bytes,
       gst_is_op_memory_on(img_mem, ctx) ? nullptr : staging(impl->img_staging, img_bytes));
   if (!road.ok())
@@ -371,7 +372,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   DeviceTensor wide_storage;
   const DeviceTensor *wide = &*road;
   if (big != img) {
-    auto w = op::vision::DeviceInput(
+    auto w = op::net::DeviceInput(
         ctx, big_mem, big_bytes,
         gst_is_op_memory_on(big_mem, ctx) ? nullptr : staging(impl->big_staging, big_bytes));
     if (!w.ok())
@@ -961,7 +962,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
       GST_OBJECT_UNLOCK(self);
       break;
     case PROP_PRECISION:
-      impl->model.SetPrecision(static_cast<op::vision::Precision>(g_value_get_enum(value)));
+      impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
     case PROP_SKIP_AFTER_DROP:
       GST_OBJECT_LOCK(self);
@@ -1100,7 +1101,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_PRECISION,
       g_param_spec_enum("precision", "Precision", "Storage precision the network is compiled for",
-                        GST_TYPE_OP_PRECISION, int(op::vision::Precision::kAuto), rw_ready));
+                        GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto), rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SKIP_AFTER_DROP,
       g_param_spec_boolean("skip-after-drop", "Skip after drop",

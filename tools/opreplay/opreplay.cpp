@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
 #include "op/gstoptensor.h"
-#include "opwarp/gstopwarp.h"
 
 namespace {
 

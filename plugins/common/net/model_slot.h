@@ -11,14 +11,14 @@
 #include <string>
 #include <thread>
 
-#include "opnetwork.h"
+#include "common/net/network.h"
 #include "op/gstopcontext.h"
 
-// The `precision` property's enum (op::vision::Precision values).
+// The `precision` property's enum (op::net::Precision values).
 #define GST_TYPE_OP_PRECISION (gst_op_precision_get_type())
 GType gst_op_precision_get_type(void);
 
-namespace op::vision {
+namespace op::net {
 
 // The network an element runs and the one it may switch to. The streaming thread owns
 // current(); set_property threads only set the path, and a load started while playing runs on
@@ -141,4 +141,4 @@ struct DeviceTensor {
 StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
                                    cl_mem staging);
 
-}  // namespace op::vision
+}  // namespace op::net

@@ -1,4 +1,4 @@
-#include "netstage.h"
+#include "common/net/model_slot.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -9,10 +9,9 @@
 GType gst_op_precision_get_type(void) {
   static gsize type = 0;
   static const GEnumValue values[] = {
-      {int(op::vision::Precision::kAuto), "fp16 where the device computes in half, else fp32",
-       "auto"},
-      {int(op::vision::Precision::kFp32), "float32 storage and compute", "fp32"},
-      {int(op::vision::Precision::kFp16), "float16 storage", "fp16"},
+      {int(op::net::Precision::kAuto), "fp16 where the device computes in half, else fp32", "auto"},
+      {int(op::net::Precision::kFp32), "float32 storage and compute", "fp32"},
+      {int(op::net::Precision::kFp16), "float16 storage", "fp16"},
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) {
@@ -23,7 +22,7 @@ GType gst_op_precision_get_type(void) {
   return type;
 }
 
-namespace op::vision {
+namespace op::net {
 
 // ---- ModelSlot ----------------------------------------------------------------------------
 
@@ -310,4 +309,4 @@ StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t 
   return t;
 }
 
-}  // namespace op::vision
+}  // namespace op::net
