@@ -60,13 +60,6 @@ static GstStaticPadTemplate src_template =
     GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
 
 namespace {
-// An input buffer the device is still reading from: released by the copy's event callback.
-struct Pending {
-  GstOpClUpload *self;
-  GstBuffer *buffer;
-  std::vector<GstMapInfo> maps;
-};
-
 struct State {
   // Negotiated input.
   bool is_video = false;
@@ -75,11 +68,6 @@ struct State {
   GstOpTensorInfo tensors;
   // The pool output frames come from, laid out like the input (replaced when it changes).
   GstBufferPool *pool = nullptr;
-
-  // Input buffers whose copies are still in flight; stop() waits for them.
-  std::mutex lock;
-  std::condition_variable idle;
-  int in_flight = 0;
 
   // Imports and uploads, made per caps (set_caps) and dropped in stop().
   // Guards uploader, stats and force_staging. Recursive: a bus sync handler may read `stats`
@@ -290,31 +278,17 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
   return GST_FLOW_OK;
 }
 
-// Runs on a driver thread once the device has read the input: gives the buffer back.
-static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
-  auto *pending = static_cast<Pending *>(data);
-  State &st = *pending->self->state;
-  if (status < 0)
-    GST_WARNING_OBJECT(pending->self, "upload failed on the device: %d", status);
-  for (GstMapInfo &map : pending->maps)
-    gst_buffer_unmap(pending->buffer, &map);
-  gst_buffer_unref(pending->buffer);
-  delete pending;
-  std::lock_guard<std::mutex> guard(st.lock);
-  if (--st.in_flight == 0)
-    st.idle.notify_all();
-}
-
 static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const char *what) {
   GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not upload the %s to the OpenCL device", what),
                     ("%s", status.ToString().c_str()));
   return GST_FLOW_ERROR;
 }
 
-// Enqueues the copies of `pending`'s mapped input into `outbuf` through the uploader; returns
-// the last event and sets *host_done when the input's bytes are no longer needed.
+// Enqueues the copies of `source`'s mapped input into `outbuf` through the uploader, which
+// keeps the input until the device has read it; returns the last event.
 static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstBuffer *outbuf,
-                                                       Pending &pending, bool *host_done) {
+                                                       std::unique_ptr<GstOpUploadSource> source) {
+  const GstOpUploadSource &pending = *source;
   State &st = *self->state;
   op::cl::EventList wait;
   gst_op_buffer_add_write_events(outbuf, &wait);
@@ -378,19 +352,13 @@ static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstB
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   if (!st.uploader)
     return op::Internal("no caps were set before the first buffer");
-  return st.uploader->Write(regions, wait, host_done);
+  return st.uploader->Write(regions, wait, std::move(source));
 }
 
-// Maps the input for reading into `pending`; checks its size against the caps.
-static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, Pending &pending) {
+// Maps the input for reading into `source`; checks its size against the caps.
+static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, GstOpUploadSource &source) {
   State &st = *self->state;
-  auto map_range = [&](guint idx, gint length) -> op::Status {
-    GstMapInfo info;
-    if (!gst_buffer_map_range(inbuf, idx, length, &info, GST_MAP_READ))
-      return op::IoError("could not map the input buffer for reading");
-    pending.maps.push_back(info);
-    return op::Status::Ok();
-  };
+  auto map_range = [&](guint idx, gint length) { return source.MapRange(idx, length); };
   // A frame in several memories is merged by the map (GstVideoMeta offsets are buffer offsets).
   if (st.is_video)
     return map_range(0, -1);
@@ -422,59 +390,28 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   }
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
-  auto *pending = new Pending{self, gst_buffer_ref(inbuf), {}};
-  auto release_now = [&]() {
-    for (GstMapInfo &map : pending->maps)
-      gst_buffer_unmap(pending->buffer, &map);
-    gst_buffer_unref(pending->buffer);
-    delete pending;
-  };
-  op::Status mapped = MapInput(self, inbuf, *pending);
+  auto source = std::make_unique<GstOpUploadSource>(inbuf);
+  op::Status mapped = MapInput(self, inbuf, *source);
   if (!mapped.ok()) {
-    release_now();
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input buffer does not match its caps"),
                       ("%s", mapped.ToString().c_str()));
     return GST_FLOW_ERROR;
   }
-  bool host_done = false;
-  auto last = EnqueueCopies(self, outbuf, *pending, &host_done);
+  auto last = EnqueueCopies(self, outbuf, std::move(source));
   op::Status flushed = last.ok() ? queue.Flush() : last.status();
-  if (!flushed.ok()) {
-    // Nothing may still read the input: wait for what was enqueued before releasing it.
-    (void)queue.Finish();
-    release_now();
+  if (!flushed.ok())
     return Fail(self, flushed, st.is_video ? "frame" : "tensors");
-  }
   gst_op_buffer_set_write_event(outbuf, last->get());
-  if (host_done) {
-    // Staged: the bytes are in a pinned slot already; the input can go back upstream now.
-    release_now();
-    return GST_FLOW_OK;
-  }
-  {
-    std::lock_guard<std::mutex> guard(st.lock);
-    st.in_flight++;
-  }
-  cl_int err = clSetEventCallback(last->get(), CL_COMPLETE, ReleaseInput, pending);
-  if (err != CL_SUCCESS) {
-    // Without a callback the only safe release is after the copy is done.
-    (void)op::cl::WaitForEvent(last->get());
-    ReleaseInput(last->get(), CL_COMPLETE, pending);
-  }
   return GST_FLOW_OK;
 }
 
-// Waits until the device has released every input buffer (the queue is flushed after each
-// frame, so each callback comes).
+// Dropping the uploader waits until the device has released every input buffer.
 static void Close(GstOpBaseFilter *base) {
   auto *self = GST_OP_CL_UPLOAD(base);
   State &st = *self->state;
   GstOpContext *ctx = gst_op_base_filter_get_context(base);
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  std::unique_lock<std::mutex> guard(st.lock);
-  st.idle.wait(guard, [&] { return st.in_flight == 0; });
-  guard.unlock();
   {
     std::lock_guard<std::recursive_mutex> uploader_guard(st.uploader_lock);
     if (st.uploader)

@@ -44,6 +44,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_policy_debug);
 #define GST_CAT_DEFAULT gst_op_policy_debug
@@ -141,6 +142,7 @@ struct Impl {
   GstOpContext *ctx = nullptr;  // owned by the base class
   PolicyPlan plan;
   std::unique_ptr<op::drive::TemporalQueues> queues;
+  std::unique_ptr<GstOpUploader> uploader;  // system-memory inputs into the outputs
 
   // Negotiated.
   bool have_caps = false;
@@ -199,6 +201,7 @@ static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
     return FALSE;
   }
   impl->plan = *plan;
+  impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
   impl->timer->Reset();
   impl->reported_latency = 0;
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
@@ -211,6 +214,7 @@ static void Close(GstOpBaseFilter *filter) {
   if (impl->ctx)
     (void)gst_op_context_get_queue(impl->ctx).Finish();  // stop(): not the frame path
   impl->timer->Drain();
+  impl->uploader.reset();  // waits until the device has given back every input it read
   GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->model.Close();
@@ -509,7 +513,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     GstMemory *m = gst_buffer_peek_memory(inbuf, i);
     const size_t bytes = impl->in_info.tensors[i].bytes();
     const bool on_device = gst_is_op_memory_on(m, ctx);
-    auto src = op::net::DeviceInput(ctx, m, bytes, on_device ? nullptr : outputs[i]);
+    auto src =
+        op::net::DeviceInput(ctx, impl->uploader.get(), m, bytes, on_device ? nullptr : outputs[i]);
     if (!src.ok())
       return fail(src.status(), "Could not read an input tensor.");
     if (on_device) {

@@ -58,6 +58,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"
 #include "opvision/pairing.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_vision_debug);
@@ -194,6 +195,7 @@ struct Impl {
   bool have_img_caps = false, have_big_caps = false;
   GstOpTensorInfo img_info, big_info;
   op::cl::MemHandle img_staging, big_staging;  // for system-memory inputs, made once
+  std::unique_ptr<GstOpUploader> uploader;     // writes system-memory inputs into them
   GstOpTensorInfo out_info;
 
   // Per stream.
@@ -365,7 +367,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   const size_t img_bytes = in.tensors[impl->plan.img].bytes();
   const size_t big_bytes = in.tensors[impl->plan.big_img].bytes();
   auto road = op::net::DeviceInput(
-      ctx, img_mem, img_bytes,
+      ctx, impl->uploader.get(), img_mem, img_bytes,
       gst_is_op_memory_on(img_mem, ctx) ? nullptr : staging(impl->img_staging, img_bytes));
   if (!road.ok())
     return fail(road.status(), "Could not read the img tensor.");
@@ -373,7 +375,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   const DeviceTensor *wide = &*road;
   if (big != img) {
     auto w = op::net::DeviceInput(
-        ctx, big_mem, big_bytes,
+        ctx, impl->uploader.get(), big_mem, big_bytes,
         gst_is_op_memory_on(big_mem, ctx) ? nullptr : staging(impl->big_staging, big_bytes));
     if (!w.ok())
       return fail(w.status(), "Could not read the big_img tensor.");
@@ -519,6 +521,7 @@ static gboolean Start(GstAggregator *agg) {
     return FALSE;
   }
   impl->plan = *plan;
+  impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
   impl->have_last_id = false;
   impl->segment_sent = false;
@@ -536,6 +539,7 @@ static gboolean Stop(GstAggregator *agg) {
     (void)gst_op_context_get_queue(impl->ctx).Finish();
   }
   impl->timer->Drain();
+  impl->uploader.reset();  // waits until the device has given back every input it read
   GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->features_ready.reset();

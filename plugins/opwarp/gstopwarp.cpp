@@ -59,6 +59,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
 #define GST_CAT_DEFAULT gst_op_warp_debug
@@ -120,14 +121,6 @@ struct Settings {
   uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
 };
 
-// An input frame in system memory the device is still reading: released by the upload's event
-// callback, so the streaming thread never waits for the transfer.
-struct PendingInput {
-  GstOpWarp *self;
-  GstBuffer *buffer;
-  GstMapInfo map;
-};
-
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
@@ -138,8 +131,9 @@ struct Stream {
   uint64_t applied_version = UINT64_MAX;
   op::cl::MemHandle staging;  // system-memory frames are uploaded here (allocated once)
   size_t staging_bytes = 0;
-  op::cl::EventHandle staging_event;  // the last upload, alive while a wait list names it
-  op::cl::MemHandle download;         // the output for system-memory buffers (allocated once)
+  std::unique_ptr<GstOpUploader> uploader;  // writes them, made with the first one
+  op::cl::EventHandle staging_event;        // the last upload, alive while a wait list names it
+  op::cl::MemHandle download;               // the output for system-memory buffers (allocated once)
   uint64_t frames = 0;
 };
 
@@ -151,10 +145,7 @@ struct Impl {
   std::vector<std::pair<std::string, std::string>> deferred_warnings;
   std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
   Stream stream;
-  // Uploads still in flight; stop() waits for them.
-  std::mutex pending_lock;
-  std::condition_variable idle;
-  int in_flight = 0;  // uploads and latency probes whose callbacks have not run yet
+  GstOpKeepAlive probes;  // latency probes whose frames are still on the device
   // Processing latency: the longest time from a frame's arrival to its output being complete on
   // the device, the value a LATENCY message last announced, and what latency queries add.
   std::atomic<int64_t> max_latency_ns{0};
@@ -492,26 +483,12 @@ static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {
 
 // ---- Frames -------------------------------------------------------------------------------
 
-static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
-  auto *pending = static_cast<PendingInput *>(data);
-  Impl &impl = *pending->self->impl;
-  if (status < 0)
-    GST_WARNING_OBJECT(pending->self, "frame upload failed on the device: %d", status);
-  gst_buffer_unmap(pending->buffer, &pending->map);
-  gst_buffer_unref(pending->buffer);
-  delete pending;
-  std::lock_guard<std::mutex> guard(impl.pending_lock);
-  if (--impl.in_flight == 0)
-    impl.idle.notify_all();
-}
-
 // Makes the input frame available as a cl_mem: OpenCL memory of our context is used in place
 // (its last writer joins `wait`), anything else is uploaded once into the staging buffer.
 // `layout` gets offsets relative to the returned cl_mem.
 static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBuffer *inbuf,
                                        op::drive::Nv12Layout *layout, op::cl::EventList *wait) {
   Stream &st = self->impl->stream;
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   const size_t needed = layout->MinBytes();
   GstMemory *mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
   if (mem && gst_is_op_memory_on(mem, ctx)) {
@@ -533,28 +510,11 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
     OP_ASSIGN_OR_RETURN(st.staging, gst_op_context_get_device(ctx)->CreateBuffer(needed));
     st.staging_bytes = needed;
   }
-  auto *pending = new PendingInput{self, gst_buffer_ref(inbuf), {}};
-  if (!gst_buffer_map(inbuf, &pending->map, GST_MAP_READ)) {
-    gst_buffer_unref(inbuf);
-    delete pending;
-    return op::IoError("could not map the input frame for reading");
-  }
-  auto written = queue.Write(st.staging.get(), 0, needed, pending->map.data, *wait);
-  if (!written.ok()) {
-    gst_buffer_unmap(inbuf, &pending->map);
-    gst_buffer_unref(inbuf);
-    delete pending;
+  if (!st.uploader)
+    st.uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
+  auto written = st.uploader->WriteBuffer(inbuf, needed, st.staging.get(), *wait);
+  if (!written.ok())
     return written.status();
-  }
-  {
-    std::lock_guard<std::mutex> guard(self->impl->pending_lock);
-    self->impl->in_flight++;
-  }
-  if (clSetEventCallback(written->get(), CL_COMPLETE, ReleaseInput, pending) != CL_SUCCESS) {
-    // Without a callback the only safe release is after the copy is done.
-    (void)op::cl::WaitForEvent(written->get());
-    ReleaseInput(written->get(), CL_COMPLETE, pending);
-  }
   if (!wait->Add(written->get()))
     return op::Internal("too many events to wait for");
   // The in-order queue keeps the write alive until it ran; the list only needs its handle now.
@@ -583,15 +543,11 @@ struct LatencyProbe {
 };
 
 // Runs on a driver thread when a frame's output is complete.
-static void CL_CALLBACK MeasureLatency(cl_event, cl_int status, void *data) {
+static void MeasureLatency(void *data, cl_int status) {
   auto *probe = static_cast<LatencyProbe *>(data);
-  Impl &impl = *probe->self->impl;
   if (status == CL_COMPLETE)
     NoteLatency(probe->self, g_get_monotonic_time() * 1000 - probe->start_ns);
   delete probe;
-  std::lock_guard<std::mutex> guard(impl.pending_lock);
-  if (--impl.in_flight == 0)
-    impl.idle.notify_all();
 }
 
 static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
@@ -689,13 +645,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
       if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
         gst_op_memory_set_write_event(in_mem, done->get());
       // The latency is known once the device is done with the frame.
-      auto *probe = new LatencyProbe{self, start_ns};
-      {
-        std::lock_guard<std::mutex> guard(impl.pending_lock);
-        impl.in_flight++;
-      }
-      if (clSetEventCallback(done->get(), CL_COMPLETE, MeasureLatency, probe) != CL_SUCCESS)
-        MeasureLatency(done->get(), CL_INVALID_EVENT, probe);  // not measured, but released
+      impl.probes.OnComplete(done->get(), MeasureLatency, new LatencyProbe{self, start_ns});
     }
   } else {
     // System-memory output: warp into our own device buffer, then read it back.
@@ -763,12 +713,9 @@ static void Close(GstOpBaseFilter *base) {
   // Stopping: the frames in flight must finish before their buffers and our memory go.
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  {
-    std::unique_lock<std::mutex> guard(impl.pending_lock);
-    impl.idle.wait(guard, [&] { return impl.in_flight == 0; });
-  }
+  impl.probes.Drain();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
-  impl.stream = Stream();
+  impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
 }
 

@@ -1,5 +1,6 @@
 // libgstop on the machine's OpenCL device (PoCL in CI): context sharing helpers, memory maps,
-// copies, shares and last-writer events, pools and their lifetimes, tensor caps, frame meta.
+// copies, shares and last-writer events, keeping host memory alive until the device is done,
+// uploads, pools and their lifetimes, tensor caps, frame meta.
 #include <gtest/gtest.h>
 
 #include <gst/gst.h>
@@ -382,6 +383,105 @@ TEST_F(Op, CopyWaitsForTheWriterOnTheDeviceNotTheHost) {
   EXPECT_EQ(Read(copy), bytes);
   gst_memory_unref(copy);
   gst_memory_unref(mem);
+}
+
+// ---- keeping host memory alive until the device is done ----------------------------------
+
+// The work runs only once its event completes, and Drain() returns only after all of it ran.
+TEST_F(Op, KeepAliveRunsWhenTheEventCompletesAndDrainWaitsForIt) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  std::atomic<int> ran{0};
+  std::atomic<cl_int> seen{1};
+  struct Probe {
+    std::atomic<int> *ran;
+    std::atomic<cl_int> *seen;
+  } probe{&ran, &seen};
+  auto fn = [](void *data, cl_int status) {
+    auto *p = static_cast<Probe *>(data);
+    p->seen->store(status);
+    p->ran->fetch_add(1);
+  };
+  GstOpKeepAlive keep;
+  for (int i = 0; i < 3; i++)
+    keep.OnComplete(gate.get(), fn, &probe);
+  EXPECT_EQ(keep.in_flight(), 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ran.load(), 0) << "ran before the event completed";
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    keep.Drain();
+    drained = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(drained.load()) << "Drain returned with work in flight";
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  drainer.join();
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(seen.load(), CL_COMPLETE);
+  EXPECT_EQ(keep.in_flight(), 0);
+}
+
+// More registrations than the table holds: the extra ones wait for their event (already
+// complete here) and run at once, so none is lost.
+TEST_F(Op, KeepAliveBeyondItsTableStillRunsEveryOne) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  op::cl::EventHandle done(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(clSetUserEventStatus(done.get(), CL_COMPLETE), CL_SUCCESS);
+  std::atomic<int> ran{0};
+  auto fn = [](void *data, cl_int) { static_cast<std::atomic<int> *>(data)->fetch_add(1); };
+  GstOpKeepAlive keep;
+  for (size_t i = 0; i < GstOpKeepAlive::kSlots; i++)
+    keep.OnComplete(gate.get(), fn, &ran);
+  keep.OnComplete(done.get(), fn, &ran);  // no slot left: runs before returning
+  EXPECT_EQ(ran.load(), 1);
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  keep.Drain();
+  EXPECT_EQ(ran.load(), int(GstOpKeepAlive::kSlots) + 1);
+}
+
+// A direct (unstaged) upload keeps the input referenced until the device has read it; a staged
+// one gives it back at once. Both write the input's bytes.
+TEST_F(Op, UploaderHoldsTheInputUntilTheDeviceReadIt) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  const size_t n = 4096;
+  for (bool staged : {false, true}) {
+    GstOpUploader uploader(nullptr, ctx_, staged);
+    ASSERT_EQ(uploader.staging(), staged || device->buffer_policy().staging_uploads);
+    auto bytes = Pattern(n, staged ? 3 : 4);
+    GstBuffer *in = gst_buffer_new_memdup(bytes.data(), n);
+    GstMemory *out = Alloc(n);
+    GstMapInfo cl_map;
+    ASSERT_TRUE(gst_op_memory_map_cl(out, &cl_map, GST_MAP_WRITE));
+    cl_int err = CL_SUCCESS;
+    op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+    ASSERT_EQ(err, CL_SUCCESS);
+    auto written = uploader.WriteBuffer(in, n, gst_op_map_info_get_cl_mem(&cl_map), {gate.get()});
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    gst_op_memory_set_write_event(out, written->get());
+    gst_memory_unmap(out, &cl_map);
+    if (uploader.staging())
+      EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 1) << "staged input not given back";
+    else
+      EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 2) << "input released before the write";
+    ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+    EXPECT_EQ(Read(out), bytes);
+    uploader.Drain();
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 1);
+    // Too small an input is refused naming both sizes.
+    auto small = uploader.WriteBuffer(in, 2 * n, gst_op_map_info_get_cl_mem(&cl_map), {});
+    ASSERT_FALSE(small.ok());
+    EXPECT_NE(small.status().ToString().find("4096 bytes is smaller than the 8192"),
+              std::string::npos)
+        << small.status().ToString();
+    gst_buffer_unref(in);
+    gst_memory_unref(out);
+  }
 }
 
 // ---- pools ---------------------------------------------------------------------------------

@@ -238,24 +238,8 @@ std::string FrameTimer::Summary() const {
 
 // ---- DeviceInput --------------------------------------------------------------------------
 
-namespace {
-
-struct UploadHold {
-  GstMemory *memory;
-  GstMapInfo map;
-};
-
-void CL_CALLBACK ReleaseUpload(cl_event, cl_int, void *data) {
-  auto *hold = static_cast<UploadHold *>(data);
-  gst_memory_unmap(hold->memory, &hold->map);
-  gst_memory_unref(hold->memory);
-  delete hold;
-}
-
-}  // namespace
-
-StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
-                                   cl_mem staging) {
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstOpUploader *uploader, GstMemory *memory,
+                                   size_t bytes, cl_mem staging) {
   DeviceTensor t;
   if (gst_is_op_memory_on(memory, ctx)) {
     GstMapInfo info;
@@ -272,40 +256,12 @@ StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t 
     return t;
   }
   // System memory (or another device's): the compatibility path, one upload per frame into a
-  // buffer made at negotiation. The host data must stay valid until the write has read it, so
-  // the memory stays mapped and referenced until the write's completion callback.
-  if (!staging)
+  // buffer made at negotiation; the uploader keeps the memory until the device has read it.
+  if (!staging || !uploader)
     return Internal("no staging buffer for a system-memory input");
-  auto *hold = new UploadHold{gst_memory_ref(memory), GstMapInfo()};
-  if (!gst_memory_map(memory, &hold->map, GST_MAP_READ)) {
-    gst_memory_unref(memory);
-    delete hold;
-    return InvalidArgument("cannot map an input memory for reading");
-  }
-  if (hold->map.size < bytes) {
-    const size_t got = hold->map.size;
-    gst_memory_unmap(memory, &hold->map);
-    gst_memory_unref(memory);
-    delete hold;
-    return InvalidArgument("an input memory of " + std::to_string(got) +
-                           " bytes is smaller than the " + std::to_string(bytes) +
-                           " bytes of its tensor");
-  }
-  auto written = gst_op_context_get_queue(ctx).Write(staging, 0, bytes, hold->map.data);
-  if (!written.ok() ||
-      clSetEventCallback(written->get(), CL_COMPLETE, ReleaseUpload, hold) != CL_SUCCESS) {
-    // Without a callback the hold would leak; wait here instead (an error path, not a frame).
-    if (written.ok())
-      (void)cl::WaitForEvent(written->get());
-    gst_memory_unmap(memory, &hold->map);
-    gst_memory_unref(memory);
-    delete hold;
-    if (!written.ok())
-      return written.status();
-    return Internal("clSetEventCallback failed for an input upload");
-  }
+  OP_ASSIGN_OR_RETURN(cl::EventHandle written, uploader->WriteMemory(memory, bytes, staging, {}));
   t.mem = staging;
-  t.ready = std::move(written).value();
+  t.ready = std::move(written);
   return t;
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/net/network.h"
 #include "op/gstopcontext.h"
+#include "op/gstopupload.h"
 
 // The `precision` property's enum (op::net::Precision values).
 #define GST_TYPE_OP_PRECISION (gst_op_precision_get_type())
@@ -130,15 +131,15 @@ class FrameTimer {
 };
 
 // An input tensor as a cl_mem: a GstOpMemory on `ctx` is used in place; any other memory is
-// uploaded into `staging` (created once by the caller for the negotiated size) with a
-// non-blocking write that keeps the memory mapped and referenced until the write completes.
+// uploaded by `uploader` into `staging` (created once by the caller for the negotiated size),
+// which keeps the memory mapped and referenced until the write completes.
 // `ready` is what a reader must wait for: the memory's last writer, or the upload.
 struct DeviceTensor {
   cl_mem mem = nullptr;
   size_t offset = 0;  // bytes
   cl::EventHandle ready;
 };
-StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
-                                   cl_mem staging);
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstOpUploader *uploader, GstMemory *memory,
+                                   size_t bytes, cl_mem staging);
 
 }  // namespace op::net
