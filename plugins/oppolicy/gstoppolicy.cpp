@@ -148,7 +148,6 @@ struct Impl {
   bool have_caps = false;
   GstOpTensorInfo in_info, out_info;
   HiddenSource hidden;
-  GstBufferPool *own_pool = nullptr;  // when the decided pool is not an OpenCL one
   GstClockTime reported_latency = 0;
 };
 
@@ -218,10 +217,6 @@ static void Close(GstOpBaseFilter *filter) {
   GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->model.Close();
-  if (impl->own_pool) {
-    gst_buffer_pool_set_active(impl->own_pool, FALSE);
-    gst_clear_object(&impl->own_pool);
-  }
   impl->have_caps = false;
   impl->ctx = nullptr;
 }
@@ -292,10 +287,6 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   impl->out_info = *out;
   impl->hidden = *hidden;
   impl->have_caps = true;
-  if (impl->own_pool) {
-    gst_buffer_pool_set_active(impl->own_pool, FALSE);
-    gst_clear_object(&impl->own_pool);
-  }
   return TRUE;
 }
 
@@ -433,27 +424,12 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inp
                                          GstBuffer **outbuf) {
   auto *self = GST_OP_POLICY(trans);
   Impl *impl = self->impl;
-  // Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
-  // memory consumer maps them (zero-copy on unified-memory devices).
+  // The decided pool is an OpenCL one on our context whatever the caps (op_memory_output).
   GstBufferPool *pool = gst_base_transform_get_buffer_pool(trans);
-  if (pool && !gst_op_buffer_pool_is_on(pool, impl->ctx))
+  if (!pool || !gst_op_buffer_pool_is_on(pool, impl->ctx)) {
     gst_clear_object(&pool);
-  if (!pool) {
-    if (!impl->own_pool) {
-      impl->own_pool = gst_op_buffer_pool_new(impl->ctx);
-      GstCaps *caps = gst_op_tensor_info_to_caps(impl->out_info);
-      GstStructure *config = gst_buffer_pool_get_config(impl->own_pool);
-      gst_buffer_pool_config_set_params(config, caps, guint(impl->out_info.bytes()), 2, 0);
-      gst_caps_unref(caps);
-      if (!gst_buffer_pool_set_config(impl->own_pool, config) ||
-          !gst_buffer_pool_set_active(impl->own_pool, TRUE)) {
-        gst_clear_object(&impl->own_pool);
-        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not make an OpenCL buffer pool."),
-                          (nullptr));
-        return GST_FLOW_ERROR;
-      }
-    }
-    pool = GST_BUFFER_POOL(gst_object_ref(impl->own_pool));
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No OpenCL output buffer pool."), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
   }
   // GstBaseTransform activates its pool only in its own prepare_output_buffer.
   if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
@@ -719,6 +695,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
 
   filter_class->open = Open;
   filter_class->close = Close;
+  filter_class->op_memory_output = TRUE;
   trans_class->transform_caps = TransformCaps;
   trans_class->set_caps = SetCaps;
   trans_class->sink_event = SinkEvent;

@@ -746,53 +746,11 @@ static gboolean NegotiatedSrcCaps(GstAggregator *agg, GstCaps *caps) {
   return GST_AGGREGATOR_CLASS(parent_class)->negotiated_src_caps(agg, caps);
 }
 
+// Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
+// memory consumer maps them (zero-copy on unified-memory devices).
 static gboolean DecideAllocation(GstAggregator *agg, GstQuery *query) {
   auto *self = GST_OP_VISION(agg);
-  GstCaps *caps = nullptr;
-  gst_query_parse_allocation(query, &caps, nullptr);
-  if (!caps || !self->impl->ctx)
-    return FALSE;
-  // Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
-  // memory consumer maps them (zero-copy on unified-memory devices). A downstream pool is only
-  // reused when it is ours on the same device.
-  GstBufferPool *pool = nullptr;
-  guint min = 2, max = 0;
-  for (guint i = 0; i < gst_query_get_n_allocation_pools(query) && !pool; i++) {
-    GstBufferPool *candidate = nullptr;
-    guint cmin = 0, cmax = 0;
-    gst_query_parse_nth_allocation_pool(query, i, &candidate, nullptr, &cmin, &cmax);
-    if (candidate && gst_op_buffer_pool_is_on(candidate, self->impl->ctx)) {
-      pool = candidate;
-      min = MAX(min, cmin);
-      max = cmax;
-    } else if (candidate) {
-      gst_object_unref(candidate);
-    }
-  }
-  if (!pool)
-    pool = gst_op_buffer_pool_new(self->impl->ctx);
-  GstStructure *config = gst_buffer_pool_get_config(pool);
-  auto info = gst_op_tensor_info_from_caps(caps);
-  const guint size = info.ok() ? guint(info->bytes()) : 0;
-  gst_buffer_pool_config_set_params(config, caps, size, min, max);
-  if (!gst_buffer_pool_set_config(pool, config)) {
-    gst_object_unref(pool);
-    pool = gst_op_buffer_pool_new(self->impl->ctx);
-    config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps, size, min, max);
-    if (!gst_buffer_pool_set_config(pool, config)) {
-      gst_object_unref(pool);
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool."),
-                        ("caps %" GST_PTR_FORMAT, caps));
-      return FALSE;
-    }
-  }
-  if (gst_query_get_n_allocation_pools(query) > 0)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
-  gst_object_unref(pool);
-  return TRUE;
+  return gst_op_decide_output_pool(GST_ELEMENT(self), self->impl->ctx, query, 2);
 }
 
 static GstAggregatorPad *CreateNewPad(GstAggregator *agg, GstPadTemplate *templ,
