@@ -4,6 +4,7 @@
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopcontext.h"
+#include "op/gstoperror.h"
 #include "op/gstopkeepalive.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"

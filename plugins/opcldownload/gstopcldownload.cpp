@@ -24,6 +24,7 @@
 
 #include <vector>
 
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -241,8 +242,8 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
 }
 
 static GstFlowReturn Fail(GstOpClDownload *self, const op::Status &status) {
-  GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not download from the OpenCL device"),
-                    ("%s", status.ToString().c_str()));
+  GST_OP_ELEMENT_ERROR_STATUS(self, status, RESOURCE, READ,
+                              ("Could not download from the OpenCL device"));
   return GST_FLOW_ERROR;
 }
 

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <vector>
 
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -237,8 +238,8 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
       std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
       auto imported = st.uploader->Import(inbuf, layout);
       if (!imported.ok()) {
-        GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not import a DMABuf frame"),
-                          ("%s", imported.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, imported.status(), RESOURCE, READ,
+                                    ("Could not import a DMABuf frame"));
         return GST_FLOW_ERROR;
       }
       if (*imported) {
@@ -279,8 +280,8 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
 }
 
 static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const char *what) {
-  GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not upload the %s to the OpenCL device", what),
-                    ("%s", status.ToString().c_str()));
+  GST_OP_ELEMENT_ERROR_STATUS(self, status, RESOURCE, WRITE,
+                              ("Could not upload the %s to the OpenCL device", what));
   return GST_FLOW_ERROR;
 }
 
@@ -393,8 +394,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   auto source = std::make_unique<GstOpUploadSource>(inbuf);
   op::Status mapped = MapInput(self, inbuf, *source);
   if (!mapped.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input buffer does not match its caps"),
-                      ("%s", mapped.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, mapped, STREAM, FORMAT,
+                                ("Input buffer does not match its caps"));
     return GST_FLOW_ERROR;
   }
   auto last = EnqueueCopies(self, outbuf, std::move(source));

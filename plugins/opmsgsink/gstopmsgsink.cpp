@@ -55,6 +55,7 @@
 #include "drive/fill.h"
 #include "drive/log_io.h"
 #include "drive/parse.h"
+#include "op/gstoperror.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 
@@ -359,9 +360,8 @@ static gboolean gst_op_msg_sink_start(GstBaseSink *sink) {
   }
   auto services = ParseServices(settings.services);
   if (!services.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                      ("Invalid services \"%s\".", settings.services.c_str()),
-                      ("%s", services.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, services.status(), RESOURCE, SETTINGS,
+                                ("Invalid services \"%s\".", settings.services.c_str()));
     return FALSE;
   }
   priv->services = *services;
@@ -371,9 +371,9 @@ static gboolean gst_op_msg_sink_start(GstBaseSink *sink) {
   if (!settings.location.empty()) {
     auto writer = LogWriter::Open(settings.location);
     if (!writer.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_WRITE,
-                        ("Could not open log file \"%s\" for writing.", settings.location.c_str()),
-                        ("%s", writer.status().ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(
+          self, writer.status(), RESOURCE, OPEN_WRITE,
+          ("Could not open log file \"%s\" for writing.", settings.location.c_str()));
       return FALSE;
     }
     priv->writer = std::move(*writer);
@@ -393,8 +393,7 @@ static gboolean gst_op_msg_sink_stop(GstBaseSink *sink) {
     // Ends the zstd stream: a stop mid-stream still leaves a complete log.
     op::Status st = priv->writer->Close();
     if (!st.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, CLOSE, ("Could not finish the log file."),
-                        ("%s", st.ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, CLOSE, ("Could not finish the log file."));
       ok = FALSE;
     }
     priv->writer.reset();
@@ -410,9 +409,8 @@ static gboolean ConfigureCaps(GstOpMsgSink *self, GstCaps *caps) {
   GstOpMsgSinkPrivate *priv = self->priv;
   auto info = gst_op_tensor_info_from_caps(caps);
   if (!info.ok()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                      ("The input is not a tensor stream opmsgsink reads."),
-                      ("%s", info.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), CORE, NEGOTIATION,
+                                ("The input is not a tensor stream opmsgsink reads."));
     return FALSE;
   }
   auto state = std::make_unique<CapsState>();
@@ -559,8 +557,7 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
     return ret;
   op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &priv->parsed);
   if (!st.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not parse the network output."),
-                      ("%s", st.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not parse the network output."));
     return GST_FLOW_ERROR;
   }
   const FrameDecisions decisions = priv->filler.Step(priv->parsed, frame, settings.car);
@@ -602,8 +599,8 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
     if (priv->writer) {
       st = priv->writer->Write(priv->bytes.data(), priv->bytes.size());
       if (!st.ok()) {
-        GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not write to the log file."),
-                          ("%s", st.ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, WRITE,
+                                    ("Could not write to the log file."));
         return GST_FLOW_ERROR;
       }
     }
@@ -625,8 +622,7 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
     // Whole frames reach the file: a pipeline that dies leaves only complete messages.
     st = priv->writer->Flush();
     if (!st.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not write to the log file."),
-                        ("%s", st.ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, WRITE, ("Could not write to the log file."));
       return GST_FLOW_ERROR;
     }
   }

@@ -64,6 +64,7 @@
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
+#include "op/gstoperror.h"
 #include "op/gstopcontext.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -199,11 +200,11 @@ static void SetRpy(GstOpOverlay *self, const std::string &text) {
   }
   auto rpy = op::drive::ParseRpy(text);
   if (!rpy.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
-                         "the previous calibration stays",
-                         text.c_str()),
-                        ("%s", rpy.status().ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, rpy.status(), RESOURCE, SETTINGS,
+        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
+         "the previous calibration stays",
+         text.c_str()));
     return;
   }
   std::lock_guard<std::mutex> guard(impl.lock);
@@ -221,11 +222,11 @@ static void SetIntrinsics(GstOpOverlay *self, const std::string &text) {
   }
   auto k = op::drive::ParseIntrinsics(text);
   if (!k.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
-                         "previous value stays",
-                         text.c_str()),
-                        ("%s", k.status().ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, k.status(), RESOURCE, SETTINGS,
+        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
+         "previous value stays",
+         text.c_str()));
     return;
   }
   std::lock_guard<std::mutex> guard(impl.lock);
@@ -372,8 +373,8 @@ static gboolean NegotiatedSrcCaps(GstAggregator *agg, GstCaps *caps) {
 static bool SetModelCaps(GstOpOverlay *self, GstCaps *caps) {
   auto info = gst_op_tensor_info_from_caps(caps);
   if (!info.ok()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("The model input is not a tensor stream."),
-                      ("%s", info.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), CORE, NEGOTIATION,
+                                ("The model input is not a tensor stream."));
     return false;
   }
   auto layout = std::make_unique<ModelLayout>();
@@ -520,8 +521,7 @@ static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::P
   }
   op::Status st = layout->parser->Parse(layout->raw.data(), layout->raw.size(), out);
   if (!st.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not decode the network output."),
-                      ("%s", st.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not decode the network output."));
     return false;
   }
   return true;
@@ -762,13 +762,11 @@ static gboolean Start(GstAggregator *agg) {
     auto truth = op::overlay::LoadGroundTruth(path);
     if (!truth.ok()) {
       if (truth.status().code() == op::StatusCode::kNotFound)
-        GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                          ("Ground truth file \"%s\" not found.", path.c_str()),
-                          ("%s", truth.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, truth.status(), RESOURCE, NOT_FOUND,
+                                    ("Ground truth file \"%s\" not found.", path.c_str()));
       else
-        GST_ELEMENT_ERROR(self, RESOURCE, READ,
-                          ("Could not read the ground truth file \"%s\".", path.c_str()),
-                          ("%s", truth.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, truth.status(), RESOURCE, READ,
+                                    ("Could not read the ground truth file \"%s\".", path.c_str()));
       return FALSE;
     }
     impl.truth.emplace(std::move(*truth));

@@ -41,6 +41,7 @@
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -170,14 +171,9 @@ static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
   impl->ctx = ctx;
   op::Status s = impl->model.Open(gst_op_context_get_device(ctx));
   if (!s.ok()) {
-    if (s.code() == op::StatusCode::kNotFound || s.code() == op::StatusCode::kIoError)
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("Could not load the policy model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
-    else
-      GST_ELEMENT_ERROR(self, LIBRARY, INIT,
-                        ("Could not load the policy model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, s, LIBRARY, INIT,
+        ("Could not load the policy model \"%s\".", impl->model.path().c_str()));
     impl->ctx = nullptr;
     return FALSE;
   }
@@ -191,10 +187,9 @@ static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
       s = q.status();
   }
   if (!plan.ok() || !s.ok()) {
-    GST_ELEMENT_ERROR(
-        self, CORE, NEGOTIATION,
-        ("The model \"%s\" is not a driving policy model.", impl->model.path().c_str()),
-        ("%s", (plan.ok() ? s : plan.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
+        ("The model \"%s\" is not a driving policy model.", impl->model.path().c_str()));
     impl->model.Close();
     impl->ctx = nullptr;
     return FALSE;
@@ -266,8 +261,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   auto in = gst_op_tensor_info_from_caps(incaps);
   auto out = gst_op_tensor_info_from_caps(outcaps);
   if (!in.ok() || !out.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Unreadable tensor caps."),
-                      ("%s", (in.ok() ? out.status() : in.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, (in.ok() ? out.status() : in.status()), STREAM, FORMAT,
+                                ("Unreadable tensor caps."));
     return FALSE;
   }
   auto hidden = FindHidden(*in, impl->plan);
@@ -375,10 +370,9 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
   ModelSlot::Pending pending = impl->model.TakePending();
   if (pending.present) {
     if (!pending.status.ok()) {
-      GST_ELEMENT_WARNING(
-          self, RESOURCE, NOT_FOUND,
-          ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()),
-          ("%s", pending.status.ToString().c_str()));
+      GST_OP_ELEMENT_WARNING_STATUS(
+          self, pending.status, RESOURCE, NOT_FOUND,
+          ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
     } else {
       op::Status fit = op::Status::Ok();
       auto plan = PlanPolicy(*pending.network);
@@ -400,11 +394,10 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
           fit = q.status();
       }
       if (!fit.ok()) {
-        GST_ELEMENT_WARNING(
-            self, CORE, NEGOTIATION,
+        GST_OP_ELEMENT_WARNING_STATUS(
+            self, fit, CORE, NEGOTIATION,
             ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-             pending.path.c_str()),
-            ("%s", fit.ToString().c_str()));
+             pending.path.c_str()));
       } else {
         const bool new_outputs = pending.network->outputs() != impl->model.current()->outputs();
         GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
@@ -461,7 +454,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   const size_t n_pol = net->outputs().tensors.size();
 
   auto fail = [&](const op::Status &s, const char *what) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s", what), ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, STREAM, FAILED, ("%s", what));
     return GST_FLOW_ERROR;
   };
   if (gst_buffer_n_memory(inbuf) != n_in || gst_buffer_n_memory(outbuf) != n_in + n_pol)

@@ -54,6 +54,7 @@
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
+#include "op/gstoperror.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
@@ -276,10 +277,9 @@ static void AdoptPendingModel(GstOpVision *self) {
   if (!pending.present)
     return;
   if (!pending.status.ok()) {
-    GST_ELEMENT_WARNING(
-        self, RESOURCE, NOT_FOUND,
-        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()),
-        ("%s", pending.status.ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, pending.status, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
     return;
   }
   op::Status fit = op::Status::Ok();
@@ -292,10 +292,10 @@ static void AdoptPendingModel(GstOpVision *self) {
   if (fit.ok())
     fit = MakeQueues(self, *plan, &queues);
   if (!fit.ok()) {
-    GST_ELEMENT_WARNING(self, CORE, NEGOTIATION,
-                        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-                         pending.path.c_str()),
-                        ("%s", fit.ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, fit, CORE, NEGOTIATION,
+        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
+         pending.path.c_str()));
     return;
   }
   const bool new_outputs = pending.network->outputs() != impl->out_info;
@@ -346,7 +346,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   const GstOpTensorInfo &in = net->inputs();
 
   auto fail = [&](const op::Status &s, const char *what) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s", what), ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, STREAM, FAILED, ("%s", what));
     return GST_FLOW_ERROR;
   };
   if (gst_buffer_n_memory(img) != 1 || gst_buffer_n_memory(big) != 1)
@@ -497,14 +497,9 @@ static gboolean Start(GstAggregator *agg) {
     return FALSE;
   op::Status s = impl->model.Open(gst_op_context_get_device(impl->ctx));
   if (!s.ok()) {
-    if (s.code() == op::StatusCode::kNotFound || s.code() == op::StatusCode::kIoError)
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
-    else
-      GST_ELEMENT_ERROR(self, LIBRARY, INIT,
-                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, s, LIBRARY, INIT,
+        ("Could not load the vision model \"%s\".", impl->model.path().c_str()));
     gst_clear_object(&impl->ctx);
     return FALSE;
   }
@@ -512,10 +507,9 @@ static gboolean Start(GstAggregator *agg) {
   if (plan.ok())
     s = MakeQueues(self, *plan, &impl->queues);
   if (!plan.ok() || !s.ok()) {
-    GST_ELEMENT_ERROR(
-        self, CORE, NEGOTIATION,
-        ("The model \"%s\" is not a vision or combined driving model.", impl->model.path().c_str()),
-        ("%s", (plan.ok() ? s : plan.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
+                                ("The model \"%s\" is not a vision or combined driving model.",
+                                 impl->model.path().c_str()));
     impl->model.Close();
     gst_clear_object(&impl->ctx);
     return FALSE;
@@ -606,9 +600,8 @@ static gboolean SinkEvent(GstAggregator *agg, GstAggregatorPad *pad, GstEvent *e
     auto info = gst_op_tensor_info_from_caps(caps);
     const bool is_img = pad == self->img_pad;
     if (!info.ok()) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Pad %s got tensor caps it cannot read.", GST_PAD_NAME(pad)),
-                        ("%s", info.status().ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), STREAM, FORMAT,
+                                  ("Pad %s got tensor caps it cannot read.", GST_PAD_NAME(pad)));
       gst_event_unref(event);
       return FALSE;
     }

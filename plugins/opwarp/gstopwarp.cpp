@@ -56,6 +56,7 @@
 #include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/warp.h"
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -410,8 +411,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   auto warper = op::drive::Warper::Create(gst_op_context_get_device(ctx),
                                           gst_op_context_get_queue(ctx), LayoutOf(info));
   if (!warper.ok()) {
-    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("Could not prepare the warp on the OpenCL device"),
-                      ("%s", warper.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, warper.status(), LIBRARY, INIT,
+                                ("Could not prepare the warp on the OpenCL device"));
     return FALSE;
   }
   if (!op::drive::WarpIsBitExact(*gst_op_context_get_device(ctx)))
@@ -588,8 +589,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   const bool meta_ok = gst_op_video_info_from_buffer(&st.caps_info, inbuf, &vinfo);
   op::drive::Nv12Layout layout = LayoutOf(meta_ok ? vinfo : st.caps_info);
   if (op::Status valid = layout.Validate(); !valid.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame layout is unusable"),
-                      ("%s", valid.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, valid, STREAM, FORMAT, ("Input frame layout is unusable"));
     return GST_FLOW_ERROR;
   }
   if (!meta_ok || in_size < layout.MinBytes()) {
@@ -617,8 +617,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   auto frame = InputFrame(self, ctx, inbuf, &layout, &wait);
   op::Status s = frame.ok() ? st.warper->SetLayout(layout) : frame.status();
   if (!s.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not read the input frame"),
-                      ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED, ("Could not read the input frame"));
     return GST_FLOW_ERROR;
   }
 
@@ -676,8 +675,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
   }
   if (!s.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not warp the frame on the OpenCL device"),
-                      ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED,
+                                ("Could not warp the frame on the OpenCL device"));
     return GST_FLOW_ERROR;
   }
 

@@ -385,6 +385,55 @@ TEST_F(Op, CopyWaitsForTheWriterOnTheDeviceNotTheHost) {
   gst_memory_unref(mem);
 }
 
+// ---- Status at the GObject edge -------------------------------------------------------------
+
+TEST(StatusError, MissingFilesOfALoadAreResourceErrorsOtherwiseTheCallersDomain) {
+  GQuark domain = 0;
+  gint code = 0;
+  gst_op_status_error_code(op::NotFound("model.onnx: no such file"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_NOT_FOUND);
+  gst_op_status_error_code(op::IoError("model.onnx: permission denied"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_NOT_FOUND);
+  gst_op_status_error_code(op::Corrupt("model.onnx: truncated"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_LIBRARY_ERROR);
+  EXPECT_EQ(code, GST_LIBRARY_ERROR_INIT);
+  // A tensor that is not there is not a missing file: the caller's domain stays.
+  gst_op_status_error_code(op::NotFound("no slice \"hidden_state\""), GST_CORE_ERROR,
+                           GST_CORE_ERROR_NEGOTIATION, &domain, &code);
+  EXPECT_EQ(domain, GST_CORE_ERROR);
+  EXPECT_EQ(code, GST_CORE_ERROR_NEGOTIATION);
+  gst_op_status_error_code(op::IoError("disk full"), GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_WRITE,
+                           &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_WRITE);
+}
+
+TEST(StatusError, MacroPostsTheTextAndTheStatusAsDebug) {
+  gst_init(nullptr, nullptr);
+  GstElement *bin = gst_pipeline_new("p");
+  GstBus *bus = gst_element_get_bus(bin);
+  GST_OP_ELEMENT_ERROR_STATUS(bin, op::NotFound("/models/x.onnx: no such file"), LIBRARY, INIT,
+                              ("Could not load the model \"%s\".", "/models/x.onnx"));
+  GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  ASSERT_TRUE(m);
+  GError *err = nullptr;
+  gchar *debug = nullptr;
+  gst_message_parse_error(m, &err, &debug);
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
+  EXPECT_STREQ(err->message, "Could not load the model \"/models/x.onnx\".");
+  EXPECT_NE(std::string(debug).find("/models/x.onnx: no such file"), std::string::npos) << debug;
+  g_error_free(err);
+  g_free(debug);
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_object_unref(bin);
+}
+
 // ---- keeping host memory alive until the device is done ----------------------------------
 
 // The work runs only once its event completes, and Drain() returns only after all of it ran.
