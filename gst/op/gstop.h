@@ -7,5 +7,6 @@
 #include "op/gstoperror.h"
 #include "op/gstopkeepalive.h"
 #include "op/gstopmemory.h"
+#include "op/gstopref.h"
 #include "op/gstoptensor.h"
 #include "op/gstopupload.h"

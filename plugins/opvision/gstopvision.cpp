@@ -49,6 +49,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "drive/temporal.h"
 #include "common/gstopevents.h"
@@ -58,6 +59,7 @@
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
+#include "op/gstopref.h"
 #include "op/gstoptensor.h"
 #include "op/gstopupload.h"
 #include "opvision/pairing.h"
@@ -196,7 +198,9 @@ struct Impl {
   bool have_img_caps = false, have_big_caps = false;
   GstOpTensorInfo img_info, big_info;
   op::cl::MemHandle img_staging, big_staging;  // for system-memory inputs, made once
-  std::unique_ptr<GstOpUploader> uploader;     // writes system-memory inputs into them
+  // The running network's tensors as cl_mems, sized when a network is adopted (start, swap).
+  std::vector<cl_mem> inputs, outputs;
+  std::unique_ptr<GstOpUploader> uploader;  // writes system-memory inputs into them
   GstOpTensorInfo out_info;
 
   // Per stream.
@@ -271,6 +275,13 @@ static op::Status MakeQueues(GstOpVision *self, const ModelPlan &plan,
 }
 
 // At a frame boundary: takes a network loaded in the background if it fits.
+// The cl_mem arrays of one run, sized for the running network (allocates only when it grew).
+static void SizeTensorArrays(Impl *impl) {
+  Network *net = impl->model.current();
+  impl->inputs.assign(net->inputs().tensors.size(), nullptr);
+  impl->outputs.assign(net->outputs().tensors.size(), nullptr);
+}
+
 static void AdoptPendingModel(GstOpVision *self) {
   Impl *impl = self->impl;
   ModelSlot::Pending pending = impl->model.TakePending();
@@ -302,6 +313,7 @@ static void AdoptPendingModel(GstOpVision *self) {
   GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
   impl->model.Adopt(std::move(pending.network), pending.path);
   impl->plan = *plan;
+  SizeTensorArrays(impl);
   impl->queues = std::move(queues);
   impl->features_ready.reset();
   if (new_outputs) {
@@ -336,24 +348,22 @@ static void UpdateLatency(GstOpVision *self) {
   }
 }
 
-// Runs the network on one pair and returns the output buffer (or a flow error after posting).
-static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
+// One frame's failure: what the element says (the error's text) and why (the Status).
+struct FrameError {
+  op::Status status;
+  const char *what = nullptr;
+};
+
+// The camera tensors as cl_mems in impl->inputs: OpenCL memory in place, system memory
+// uploaded into buffers made on first need and kept. *ready gets what the run must wait for.
+static FrameError BindInputs(GstOpVision *self, GstBuffer *img, GstBuffer *big,
+                             op::cl::EventList *ready, DeviceTensor *road, DeviceTensor *wide) {
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
-  Network *net = impl->model.current();
   GstOpContext *ctx = impl->ctx;
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
-  const GstOpTensorInfo &in = net->inputs();
-
-  auto fail = [&](const op::Status &s, const char *what) {
-    GST_OP_ELEMENT_ERROR_STATUS(self, s, STREAM, FAILED, ("%s", what));
-    return GST_FLOW_ERROR;
-  };
+  const GstOpTensorInfo &in = impl->model.current()->inputs();
   if (gst_buffer_n_memory(img) != 1 || gst_buffer_n_memory(big) != 1)
-    return fail(op::InvalidArgument("a camera tensor buffer must hold exactly one memory"),
-                "Malformed input buffer.");
-
-  // Staging buffers exist only for system-memory input; made on first need, kept after.
+    return {op::InvalidArgument("a camera tensor buffer must hold exactly one memory"),
+            "Malformed input buffer."};
   auto staging = [&](op::cl::MemHandle &h, size_t bytes) -> cl_mem {
     if (!h) {
       auto b = gst_op_context_get_device(ctx)->CreateBuffer(bytes, CL_MEM_READ_ONLY);
@@ -366,64 +376,67 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   GstMemory *big_mem = gst_buffer_peek_memory(big, 0);
   const size_t img_bytes = in.tensors[impl->plan.img].bytes();
   const size_t big_bytes = in.tensors[impl->plan.big_img].bytes();
-  auto road = op::net::DeviceInput(
+  auto r = op::net::DeviceInput(
       ctx, impl->uploader.get(), img_mem, img_bytes,
       gst_is_op_memory_on(img_mem, ctx) ? nullptr : staging(impl->img_staging, img_bytes));
-  if (!road.ok())
-    return fail(road.status(), "Could not read the img tensor.");
-  DeviceTensor wide_storage;
-  const DeviceTensor *wide = &*road;
+  if (!r.ok())
+    return {r.status(), "Could not read the img tensor."};
+  *road = std::move(r).value();
   if (big != img) {
     auto w = op::net::DeviceInput(
         ctx, impl->uploader.get(), big_mem, big_bytes,
         gst_is_op_memory_on(big_mem, ctx) ? nullptr : staging(impl->big_staging, big_bytes));
     if (!w.ok())
-      return fail(w.status(), "Could not read the big_img tensor.");
-    wide_storage = std::move(w).value();
-    wide = &wide_storage;
+      return {w.status(), "Could not read the big_img tensor."};
+    *wide = std::move(w).value();
+  } else {
+    *wide = *road;
   }
   if (road->offset != 0 || wide->offset != 0)
-    return fail(op::Unsupported("input tensors at a non-zero offset in their buffer"),
-                "Unsupported input memory layout.");
+    return {op::Unsupported("input tensors at a non-zero offset in their buffer"),
+            "Unsupported input memory layout."};
+  impl->inputs[impl->plan.img] = road->mem;
+  impl->inputs[impl->plan.big_img] = wide->mem;
+  ready->Add(road->ready.get());
+  ready->Add(wide->ready.get());
+  return {};
+}
 
-  GstBufferPool *pool = gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self));
+// An output buffer from the negotiated pool, its tensors' cl_mems in impl->outputs.
+static FrameError AcquireOutputs(GstOpVision *self, GstOpRef<GstBuffer> *outbuf,
+                                 GstFlowReturn *ret) {
+  Impl *impl = self->impl;
+  GstOpRef<GstBufferPool> pool(gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self)));
   if (!pool)
-    return fail(op::Internal("no output buffer pool after negotiation"), "No output pool.");
+    return {op::Internal("no output buffer pool after negotiation"), "No output pool."};
   // GstAggregator stores the decided pool but leaves activating it to the subclass.
-  if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
-    gst_object_unref(pool);
-    return fail(op::Internal("the output buffer pool refused to activate"), "No output pool.");
-  }
-  GstBuffer *outbuf = nullptr;
-  GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, &outbuf, nullptr);
-  gst_object_unref(pool);
-  if (ret != GST_FLOW_OK) {
-    GST_DEBUG_OBJECT(self, "no output buffer: %s", gst_flow_get_name(ret));
-    return ret;
-  }
-
-  cl_mem outputs[8] = {};
-  const size_t n_out = net->outputs().tensors.size();
-  if (n_out > G_N_ELEMENTS(outputs) || gst_buffer_n_memory(outbuf) != n_out) {
-    gst_buffer_unref(outbuf);
-    return fail(op::Unsupported("an output buffer that does not match the model's outputs"),
-                "Unsupported model outputs.");
-  }
-  for (size_t i = 0; i < n_out; i++) {
+  if (!gst_buffer_pool_is_active(pool.get()) && !gst_buffer_pool_set_active(pool.get(), TRUE))
+    return {op::Internal("the output buffer pool refused to activate"), "No output pool."};
+  *ret = gst_buffer_pool_acquire_buffer(pool.get(), outbuf->out(), nullptr);
+  if (*ret != GST_FLOW_OK)
+    return {};
+  if (gst_buffer_n_memory(outbuf->get()) != impl->outputs.size())
+    return {op::Unsupported("an output buffer that does not match the model's outputs"),
+            "Unsupported model outputs."};
+  for (size_t i = 0; i < impl->outputs.size(); i++) {
     GstMapInfo map;
-    GstMemory *m = gst_buffer_peek_memory(outbuf, i);
-    if (!gst_op_memory_map_cl(m, &map, GST_MAP_WRITE)) {
-      gst_buffer_unref(outbuf);
-      return fail(op::Internal("output memory is not OpenCL memory"), "Bad output pool.");
-    }
-    outputs[i] = gst_op_map_info_get_cl_mem(&map);
+    GstMemory *m = gst_buffer_peek_memory(outbuf->get(), i);
+    if (!gst_op_memory_map_cl(m, &map, GST_MAP_WRITE))
+      return {op::Internal("output memory is not OpenCL memory"), "Bad output pool."};
+    impl->outputs[i] = gst_op_map_info_get_cl_mem(&map);
     gst_memory_unmap(m, &map);
   }
+  return {};
+}
 
-  cl_mem inputs[5] = {};
-  inputs[impl->plan.img] = road->mem;
-  inputs[impl->plan.big_img] = wide->mem;
-  op::cl::EventList wait{road->ready.get(), wide->ready.get(), impl->features_ready.get()};
+// Enqueues the frame: for a combined network the desire push before the run and the hidden
+// state's push into the feature queue after it. *done gets the run's event, *first its first
+// kernel's.
+static FrameError Enqueue(GstOpVision *self, op::cl::EventList &wait, op::cl::EventHandle *done,
+                          op::cl::EventHandle *first) {
+  Impl *impl = self->impl;
+  op::cl::Queue &queue = gst_op_context_get_queue(impl->ctx);
+  wait.Add(impl->features_ready.get());
   op::cl::EventHandle desire_done;
   if (impl->plan.combined()) {
     GST_OBJECT_LOCK(self);
@@ -431,39 +444,36 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
     const op::drive::TrafficConvention traffic = impl->traffic;
     GST_OBJECT_UNLOCK(self);
     auto d = impl->queues->PushDesire(queue, desire, traffic);
-    if (!d.ok()) {
-      gst_buffer_unref(outbuf);
-      return fail(d.status(), "Could not update the desire queue.");
-    }
+    if (!d.ok())
+      return {d.status(), "Could not update the desire queue."};
     desire_done = std::move(d).value();
     wait.Add(desire_done.get());
     wait.Add(impl->queues->ready_event());
-    inputs[impl->plan.features] = impl->queues->features();
-    inputs[impl->plan.desire] = impl->queues->desire_pulse();
-    inputs[impl->plan.traffic] = impl->queues->traffic_convention();
+    impl->inputs[impl->plan.features] = impl->queues->features();
+    impl->inputs[impl->plan.desire] = impl->queues->desire_pulse();
+    impl->inputs[impl->plan.traffic] = impl->queues->traffic_convention();
   }
-  op::cl::EventHandle first;
-  auto run = net->Run(queue, inputs, outputs, wait, &first);
-  if (!run.ok()) {
-    gst_buffer_unref(outbuf);
-    return fail(run.status(), "Running the vision network failed.");
-  }
+  auto run =
+      impl->model.current()->Run(queue, impl->inputs.data(), impl->outputs.data(), wait, first);
+  if (!run.ok())
+    return {run.status(), "Running the vision network failed."};
   if (impl->plan.combined()) {
     // After the run: this frame's hidden state enters the queue for the next frame.
-    auto f = impl->queues->PushFeatures(queue, outputs[impl->plan.hidden_tensor],
+    auto f = impl->queues->PushFeatures(queue, impl->outputs[impl->plan.hidden_tensor],
                                         size_t(impl->plan.hidden_start),
                                         size_t(impl->plan.hidden_end), {run->get()});
-    if (!f.ok()) {
-      gst_buffer_unref(outbuf);
-      return fail(f.status(), "Could not update the feature queue.");
-    }
+    if (!f.ok())
+      return {f.status(), "Could not update the feature queue."};
     impl->features_ready = std::move(f).value();
   }
-  gst_op_buffer_set_write_event(outbuf, run->get());
-  // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
-  (void)queue.Flush();
-  impl->timer->Track(run->get(), t0, first.get());
+  *done = std::move(run).value();
+  return {};
+}
 
+// The output's timestamps and metas are the road frame's; the provenance meta gets the wide
+// frame's fields and this stage's time.
+static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstBuffer *big) {
+  Impl *impl = self->impl;
   gst_buffer_copy_into(outbuf, img, GST_BUFFER_COPY_METADATA, 0, -1);
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   if (big != img) {
@@ -481,7 +491,37 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   }
   meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
       impl->timer->stats().stage_ns();
-  *out = outbuf;
+}
+
+// Runs the network on one pair and returns the output buffer (or a flow error after posting).
+static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
+  Impl *impl = self->impl;
+  const int64_t t0 = FrameTimer::Now();
+  auto fail = [&](const FrameError &e) {
+    GST_OP_ELEMENT_ERROR_STATUS(self, e.status, STREAM, FAILED, ("%s", e.what));
+    return GST_FLOW_ERROR;
+  };
+  op::cl::EventList wait;
+  DeviceTensor road, wide;
+  if (FrameError e = BindInputs(self, img, big, &wait, &road, &wide); e.what)
+    return fail(e);
+  GstOpRef<GstBuffer> outbuf;
+  GstFlowReturn ret = GST_FLOW_OK;
+  if (FrameError e = AcquireOutputs(self, &outbuf, &ret); e.what)
+    return fail(e);
+  if (ret != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT(self, "no output buffer: %s", gst_flow_get_name(ret));
+    return ret;
+  }
+  op::cl::EventHandle done, first;
+  if (FrameError e = Enqueue(self, wait, &done, &first); e.what)
+    return fail(e);
+  gst_op_buffer_set_write_event(outbuf.get(), done.get());
+  // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
+  (void)gst_op_context_get_queue(impl->ctx).Flush();
+  impl->timer->Track(done.get(), t0, first.get());
+  StampMeta(self, outbuf.get(), img, big);
+  *out = outbuf.release();
   return GST_FLOW_OK;
 }
 
@@ -515,6 +555,7 @@ static gboolean Start(GstAggregator *agg) {
     return FALSE;
   }
   impl->plan = *plan;
+  SizeTensorArrays(impl);
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
   impl->have_last_id = false;
@@ -776,36 +817,21 @@ static void ReleasePad(GstElement *element, GstPad *pad) {
   GST_ELEMENT_CLASS(parent_class)->release_pad(element, pad);
 }
 
-static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
-  auto *self = GST_OP_VISION(agg);
-  Impl *impl = self->impl;
-  AdoptPendingModel(self);
-
-  GstBuffer *img = gst_aggregator_pad_peek_buffer(self->img_pad);
-  if (!img)
-    return gst_aggregator_pad_is_eos(self->img_pad) ? GST_FLOW_EOS : GST_AGGREGATOR_FLOW_NEED_DATA;
-
-  GST_OBJECT_LOCK(self);
-  GstAggregatorPad *big_pad =
-      self->big_pad ? GST_AGGREGATOR_PAD(gst_object_ref(self->big_pad)) : nullptr;
-  const guint64 max_skew = impl->max_skew;
-  const gboolean skip_after_drop = impl->skip_after_drop;
-  const GstClockTime earliest = impl->earliest_time;
-  GST_OBJECT_UNLOCK(self);
-
-  // Pair: drop wide buffers too old for this road buffer, or the road buffer if it is too old.
+// Pairs the road buffer `img` with a wide one: drops wide buffers too old for it (counted) and
+// returns what to do. *big gets the wide partner when one is present.
+static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggregatorPad *big_pad,
+                                     gboolean timeout, guint64 max_skew, GstOpRef<GstBuffer> *big) {
   const GstClockTime main_time = CaptureTime(img, false);
-  GstBuffer *big = nullptr;
   op::vision::PairDecision decision;
   for (;;) {
     op::vision::PairInput pin;
     pin.main_ns = int64_t(main_time);
     pin.wide_linked = big_pad && gst_pad_is_linked(GST_PAD(big_pad));
     if (pin.wide_linked) {
-      big = gst_aggregator_pad_peek_buffer(big_pad);
-      pin.wide_present = big != nullptr;
-      pin.wide_ns = big ? int64_t(CaptureTime(big, true)) : 0;
-      pin.wide_ended = !big && gst_aggregator_pad_is_eos(big_pad);
+      *big = GstOpRef<GstBuffer>(gst_aggregator_pad_peek_buffer(big_pad));
+      pin.wide_present = bool(*big);
+      pin.wide_ns = *big ? int64_t(CaptureTime(big->get(), true)) : 0;
+      pin.wide_ended = !*big && gst_aggregator_pad_is_eos(big_pad);
       pin.timed_out = timeout;
     }
     decision = op::vision::DecidePair(pin, int64_t(max_skew));
@@ -813,30 +839,92 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
       break;
     GST_LOG_OBJECT(self, "dropping a wide buffer %.1f ms older than the road one",
                    (pin.main_ns - pin.wide_ns) / 1e6);
-    impl->stats.dropped_wide++;
-    gst_buffer_unref(big);
-    big = nullptr;
+    self->impl->stats.dropped_wide++;
+    big->reset();
     gst_aggregator_pad_drop_buffer(big_pad);
   }
   GST_LOG_OBJECT(self, "road %" GST_TIME_FORMAT ": %s", GST_TIME_ARGS(main_time),
                  op::vision::PairActionName(decision.action));
-  GstFlowReturn ret = GST_FLOW_OK;
+  return decision;
+}
+
+// Whether the paired road frame is left out: after a gap in the road frame ids (openpilot: warp
+// only), or when QoS says it cannot arrive in time (before any device work).
+static bool SkipFrame(GstOpVision *self, GstBuffer *img, gboolean skip_after_drop,
+                      GstClockTime earliest) {
+  Impl *impl = self->impl;
+  bool skip = false;
+  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
+    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
+      skip = true;
+    impl->have_last_id = true;
+    impl->last_id = m->road_frame_id;
+  }
+  const GstSegment *seg = &self->img_pad->segment;
+  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
+  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
+    impl->stats.qos_dropped++;
+    GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
+    skip = true;
+  } else if (skip) {
+    impl->stats.skipped++;
+    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
+  }
+  return skip;
+}
+
+// Runs the pair and pushes the output.
+static GstFlowReturn Emit(GstOpVision *self, GstBuffer *img, GstBuffer *big) {
+  Impl *impl = self->impl;
+  GstAggregator *agg = GST_AGGREGATOR(self);
+  if (!impl->segment_sent) {
+    gst_aggregator_update_segment(agg, &self->img_pad->segment);
+    impl->segment_sent = true;
+  }
+  GstBuffer *out = nullptr;
+  GstFlowReturn ret = RunFrame(self, img, big, &out);
+  if (ret != GST_FLOW_OK)
+    return ret;
+  impl->stats.frames++;
+  GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
+  if (GST_BUFFER_PTS_IS_VALID(out))
+    srcpad->segment.position =
+        GST_BUFFER_PTS(out) + (GST_BUFFER_DURATION_IS_VALID(out) ? GST_BUFFER_DURATION(out) : 0);
+  ret = gst_aggregator_finish_buffer(agg, out);
+  UpdateLatency(self);
+  return ret;
+}
+
+static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  AdoptPendingModel(self);
+
+  GstOpRef<GstBuffer> img(gst_aggregator_pad_peek_buffer(self->img_pad));
+  if (!img)
+    return gst_aggregator_pad_is_eos(self->img_pad) ? GST_FLOW_EOS : GST_AGGREGATOR_FLOW_NEED_DATA;
+
+  GST_OBJECT_LOCK(self);
+  auto big_pad = GstOpRef<GstAggregatorPad>::Ref(self->big_pad);
+  const guint64 max_skew = impl->max_skew;
+  const gboolean skip_after_drop = impl->skip_after_drop;
+  const GstClockTime earliest = impl->earliest_time;
+  GST_OBJECT_UNLOCK(self);
+
+  GstOpRef<GstBuffer> big;
+  const op::vision::PairDecision decision =
+      Pair(self, img.get(), big_pad.get(), timeout, max_skew, &big);
   switch (decision.action) {
     case op::vision::PairAction::kWait:
-      gst_buffer_unref(img);
-      if (big_pad)
-        gst_object_unref(big_pad);
       return GST_AGGREGATOR_FLOW_NEED_DATA;
     case op::vision::PairAction::kDropMain:
       GST_LOG_OBJECT(self, "dropping a road buffer with no wide partner");
       impl->stats.dropped_road++;
-      gst_buffer_unref(img);
-      gst_buffer_unref(big);  // a wide buffer is present for this decision
-      gst_object_unref(big_pad);
       gst_aggregator_pad_drop_buffer(self->img_pad);
       return GST_FLOW_OK;
     case op::vision::PairAction::kMainAlone:
-      if (big_pad && gst_pad_is_linked(GST_PAD(big_pad)) && !impl->warned_wide_ended && !timeout) {
+      if (big_pad && gst_pad_is_linked(GST_PAD(big_pad.get())) && !impl->warned_wide_ended &&
+          !timeout) {
         impl->warned_wide_ended = true;
         GST_ELEMENT_WARNING(self, STREAM, FAILED,
                             ("The wide camera stream ended; the road frames feed both inputs."),
@@ -848,56 +936,16 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
         ReportSkew(self, decision.skew_ns);
       break;
     case op::vision::PairAction::kDropWide:
-      break;  // handled in the loop
+      break;  // handled in Pair
   }
   // Both buffers of the pair are consumed from here on, whatever happens to the frame.
   gst_aggregator_pad_drop_buffer(self->img_pad);
   if (big)
-    gst_aggregator_pad_drop_buffer(big_pad);
-  if (big_pad)
-    gst_object_unref(big_pad);
+    gst_aggregator_pad_drop_buffer(big_pad.get());
 
-  // A frame after a gap in the road frame ids is not evaluated (openpilot: warp only).
-  bool skip = false;
-  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
-    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
-      skip = true;
-    impl->have_last_id = true;
-    impl->last_id = m->road_frame_id;
-  }
-  // QoS: a frame that cannot arrive in time is dropped before any device work.
-  const GstSegment *seg = &self->img_pad->segment;
-  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
-  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
-    impl->stats.qos_dropped++;
-    GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
-    skip = true;
-  } else if (skip) {
-    impl->stats.skipped++;
-    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
-  }
-
-  if (!skip) {
-    if (!impl->segment_sent) {
-      gst_aggregator_update_segment(agg, seg);
-      impl->segment_sent = true;
-    }
-    GstBuffer *out = nullptr;
-    ret = RunFrame(self, img, big ? big : img, &out);
-    if (ret == GST_FLOW_OK) {
-      impl->stats.frames++;
-      GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
-      if (GST_BUFFER_PTS_IS_VALID(out))
-        srcpad->segment.position =
-            GST_BUFFER_PTS(out) +
-            (GST_BUFFER_DURATION_IS_VALID(out) ? GST_BUFFER_DURATION(out) : 0);
-      ret = gst_aggregator_finish_buffer(agg, out);
-      UpdateLatency(self);
-    }
-  }
-  gst_buffer_unref(img);
-  if (big)
-    gst_buffer_unref(big);
+  GstFlowReturn ret = GST_FLOW_OK;
+  if (!SkipFrame(self, img.get(), skip_after_drop, earliest))
+    ret = Emit(self, img.get(), big ? big.get() : img.get());
   GST_LOG_OBJECT(self, "aggregate: %s", gst_flow_get_name(ret));
   return ret;
 }

@@ -434,6 +434,38 @@ TEST(StatusError, MacroPostsTheTextAndTheStatusAsDebug) {
   gst_object_unref(bin);
 }
 
+// ---- GstOpRef ---------------------------------------------------------------------------------
+
+TEST(GstOpRef, TakesCopiesMovesAndReleasesReferences) {
+  gst_init(nullptr, nullptr);
+  GstBuffer *raw = gst_buffer_new();
+  gst_buffer_ref(raw);  // the test's own reference, so the count stays readable
+  {
+    GstOpRef<GstBuffer> a(raw);  // takes one
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 2);
+    GstOpRef<GstBuffer> b = a;  // copies ref
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 3);
+    GstOpRef<GstBuffer> c = std::move(b);  // moves do not
+    EXPECT_FALSE(b);
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 3);
+    auto d = GstOpRef<GstBuffer>::Ref(raw);  // adds one
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 4);
+    GstBuffer *handed = d.release();  // hands one on
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 4);
+    gst_buffer_unref(handed);
+  }
+  EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 1);
+  gst_buffer_unref(raw);
+
+  GstElement *bin = gst_bin_new("b");
+  {
+    auto o = GstOpRef<GstElement>::Ref(bin);
+    EXPECT_EQ(GST_OBJECT_REFCOUNT_VALUE(bin), 2);
+  }
+  EXPECT_EQ(GST_OBJECT_REFCOUNT_VALUE(bin), 1);
+  gst_object_unref(bin);
+}
+
 // ---- keeping host memory alive until the device is done ----------------------------------
 
 // The work runs only once its event completes, and Drain() returns only after all of it ran.
