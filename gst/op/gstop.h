@@ -6,6 +6,7 @@
 #include "op/gstopcontext.h"
 #include "op/gstoperror.h"
 #include "op/gstopkeepalive.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstopref.h"
 #include "op/gstoptensor.h"

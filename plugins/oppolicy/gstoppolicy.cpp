@@ -43,6 +43,7 @@
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 #include "op/gstopupload.h"
@@ -149,7 +150,7 @@ struct Impl {
   bool have_caps = false;
   GstOpTensorInfo in_info, out_info;
   HiddenSource hidden;
-  GstClockTime reported_latency = 0;
+  GstOpLatencyReporter latency;  // the longest device time of a frame
 };
 
 }  // namespace
@@ -197,7 +198,7 @@ static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
   impl->plan = *plan;
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
   impl->timer->Reset();
-  impl->reported_latency = 0;
+  impl->latency.Reset();
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
   return TRUE;
 }
@@ -350,12 +351,9 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
   if (direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     if (!gst_pad_peer_query(GST_BASE_TRANSFORM_SINK_PAD(trans), query))
       return FALSE;
-    gboolean live;
-    GstClockTime min, max;
-    gst_query_parse_latency(query, &live, &min, &max);
-    // Our part: the longest device time of a frame measured so far.
-    const GstClockTime ours = self->impl->timer->stats().max_ns;
-    gst_query_set_latency(query, live, min + ours, GST_CLOCK_TIME_IS_VALID(max) ? max + ours : max);
+    // Completion callbacks may have raised the measurement since the last frame.
+    self->impl->latency.Note(self->impl->timer->stats().max_ns);
+    self->impl->latency.AddTo(query);
     return TRUE;
   }
   return GST_BASE_TRANSFORM_CLASS(parent_class)->query(trans, direction, query);
@@ -534,11 +532,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
   impl->frames++;
 
-  const GstClockTime measured = impl->timer->stats().max_ns;
-  if (measured > impl->reported_latency + impl->reported_latency / 4) {
-    impl->reported_latency = measured;
-    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
-  }
+  impl->latency.NoteAndPost(GST_ELEMENT(self), impl->timer->stats().max_ns);
   return GST_FLOW_OK;
 }
 

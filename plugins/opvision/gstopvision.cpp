@@ -58,6 +58,7 @@
 #include "op/gstoperror.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstopref.h"
 #include "op/gstoptensor.h"
@@ -210,7 +211,7 @@ struct Impl {
   bool warned_wide_ended = false;
   gint64 last_skew_warning = 0;
   GstClockTime earliest_time = GST_CLOCK_TIME_NONE;  // QoS (object lock)
-  std::atomic<guint64> reported_latency{0};          // streaming thread and latency queries
+  GstOpLatencyReporter latency;                      // streaming thread and latency queries
 };
 
 }  // namespace
@@ -338,14 +339,9 @@ static void ReportSkew(GstOpVision *self, gint64 skew_ns) {
 
 static void UpdateLatency(GstOpVision *self) {
   Impl *impl = self->impl;
-  GstClockTime measured = impl->timer->stats().max_ns;
-  // Re-announce only when the measurement grew noticeably: each announcement makes the pipeline
-  // recompute its latency.
-  const guint64 reported = impl->reported_latency;
-  if (measured > reported + reported / 4) {
-    impl->reported_latency = measured;
+  const GstClockTime measured = impl->timer->stats().max_ns;
+  if (impl->latency.Note(measured))
     gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, measured);
-  }
 }
 
 // One frame's failure: what the element says (the error's text) and why (the Status).
@@ -561,7 +557,7 @@ static gboolean Start(GstAggregator *agg) {
   impl->have_last_id = false;
   impl->segment_sent = false;
   impl->warned_wide_ended = false;
-  impl->reported_latency = 0;
+  impl->latency.Reset();
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
   return TRUE;
 }
@@ -722,11 +718,9 @@ static gboolean SrcQuery(GstAggregator *agg, GstQuery *query) {
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     // Completion callbacks may have raised the measurement since the last frame: answer with
     // the current one (the base class adds what set_latency holds to the upstream latency).
-    const GstClockTime measured = self->impl->timer->stats().max_ns;
-    if (measured > self->impl->reported_latency) {
-      self->impl->reported_latency = measured;
-      gst_aggregator_set_latency(agg, measured, measured);
-    }
+    GstOpLatencyReporter &latency = self->impl->latency;
+    latency.Note(self->impl->timer->stats().max_ns);
+    gst_aggregator_set_latency(agg, latency.max(), latency.max());
   }
   return GST_AGGREGATOR_CLASS(parent_class)->src_query(agg, query);
 }

@@ -58,6 +58,7 @@
 #include "drive/warp.h"
 #include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 #include "op/gstopupload.h"
@@ -147,10 +148,8 @@ struct Impl {
   std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
   Stream stream;
   GstOpKeepAlive probes;  // latency probes whose frames are still on the device
-  // Processing latency: the longest time from a frame's arrival to its output being complete on
-  // the device, the value a LATENCY message last announced, and what latency queries add.
-  std::atomic<int64_t> max_latency_ns{0};
-  std::atomic<int64_t> posted_latency_ns{0};
+  // Processing latency: from a frame's arrival to its output being complete on the device.
+  GstOpLatencyReporter latency;
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -523,21 +522,6 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
   return st.staging.get();
 }
 
-// Records one frame's processing latency; a new maximum (by more than a millisecond) is
-// announced with a LATENCY message so the pipeline queries it again.
-static void NoteLatency(GstOpWarp *self, int64_t ns) {
-  Impl &impl = *self->impl;
-  int64_t max = impl.max_latency_ns.load();
-  while (ns > max && !impl.max_latency_ns.compare_exchange_weak(max, ns)) {
-  }
-  int64_t posted = impl.posted_latency_ns.load();
-  if (ns > posted + int64_t(GST_MSECOND) &&
-      impl.posted_latency_ns.compare_exchange_strong(posted, ns)) {
-    GST_DEBUG_OBJECT(self, "processing latency grew to %" G_GINT64_FORMAT " ns", ns);
-    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
-  }
-}
-
 struct LatencyProbe {
   GstOpWarp *self;
   int64_t start_ns;
@@ -547,7 +531,8 @@ struct LatencyProbe {
 static void MeasureLatency(void *data, cl_int status) {
   auto *probe = static_cast<LatencyProbe *>(data);
   if (status == CL_COMPLETE)
-    NoteLatency(probe->self, g_get_monotonic_time() * 1000 - probe->start_ns);
+    probe->self->impl->latency.NoteAndPost(GST_ELEMENT(probe->self),
+                                           g_get_monotonic_time() * 1000 - probe->start_ns);
   delete probe;
 }
 
@@ -557,15 +542,9 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
     return parent->query(trans, direction, query);
   if (!parent->query(trans, direction, query))
     return FALSE;
-  gboolean live = FALSE;
-  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
-  gst_query_parse_latency(query, &live, &min, &max);
-  const GstClockTime ours = GstClockTime(GST_OP_WARP(trans)->impl->max_latency_ns.load());
-  min += ours;
-  if (GST_CLOCK_TIME_IS_VALID(max))
-    max += ours;
-  gst_query_set_latency(query, live, min, max);
-  GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(ours));
+  const GstOpLatencyReporter &latency = GST_OP_WARP(trans)->impl->latency;
+  latency.AddTo(query);
+  GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(latency.max()));
   return TRUE;
 }
 
@@ -669,7 +648,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
         // nothing there knows about OpenCL events.
         s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
         if (s.ok())
-          NoteLatency(self, g_get_monotonic_time() * 1000 - start_ns);
+          impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
       }
       gst_buffer_unmap(outbuf, &map);
     }

@@ -466,6 +466,34 @@ TEST(GstOpRef, TakesCopiesMovesAndReleasesReferences) {
   gst_object_unref(bin);
 }
 
+// ---- latency ---------------------------------------------------------------------------------
+
+// Announced when a measurement exceeds the last announced one by more than a quarter; queries
+// add the longest measured.
+TEST(LatencyReporter, AnnouncesGrowthBeyondAQuarterAndQueriesAddTheMaximum) {
+  gst_init(nullptr, nullptr);
+  GstOpLatencyReporter r;
+  EXPECT_TRUE(r.Note(4 * GST_MSECOND));
+  EXPECT_FALSE(r.Note(5 * GST_MSECOND));  // exactly a quarter more: not yet
+  EXPECT_EQ(r.max(), 5 * GST_MSECOND);
+  EXPECT_FALSE(r.Note(3 * GST_MSECOND));
+  EXPECT_TRUE(r.Note(5 * GST_MSECOND + 1));
+  EXPECT_FALSE(r.Note(6 * GST_MSECOND));
+  GstQuery *q = gst_query_new_latency();
+  gst_query_set_latency(q, TRUE, 10 * GST_MSECOND, GST_CLOCK_TIME_NONE);
+  r.AddTo(q);
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  EXPECT_TRUE(live);
+  EXPECT_EQ(min, 16 * GST_MSECOND);
+  EXPECT_EQ(max, GST_CLOCK_TIME_NONE);
+  gst_query_unref(q);
+  r.Reset();
+  EXPECT_EQ(r.max(), 0u);
+  EXPECT_TRUE(r.Note(GST_MSECOND));
+}
+
 // ---- keeping host memory alive until the device is done ----------------------------------
 
 // The work runs only once its event completes, and Drain() returns only after all of it ran.
