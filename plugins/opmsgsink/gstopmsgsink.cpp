@@ -110,20 +110,9 @@ struct CapsState {
   GstOpTensorInfo info;
   std::vector<size_t> base;  // offset of each tensor in `raw`, in floats
   std::vector<float> raw;
+  std::vector<uint16_t> half;  // a float16 tensor before conversion
   std::optional<OutputParser> parser;
 };
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float value;
-  if (exponent == 0)
-    value = std::ldexp(static_cast<float>(mantissa), -24);  // zero and subnormals
-  else if (exponent == 31)
-    value = mantissa ? NAN : INFINITY;
-  else
-    value = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-  return sign ? -value : value;
-}
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -480,33 +469,14 @@ static GstFlowReturn GatherTensors(GstOpMsgSink *self, GstBuffer *buffer, CapsSt
     return GST_FLOW_ERROR;
   }
   for (size_t i = 0; i < tensors.size(); i++) {
-    GstMemory *mem = gst_buffer_peek_memory(buffer, i);
-    GstMapInfo map;
-    if (!gst_memory_map(mem, &map, GST_MAP_READ)) {
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not read a tensor."),
-                        ("mapping tensor \"%s\" failed", tensors[i].name.c_str()));
+    // Read through the queue, not host-mapped: opoverlay may read the same buffer from a tee.
+    op::Status read = gst_op_tensor_read_floats(gst_buffer_peek_memory(buffer, i), tensors[i],
+                                                state->raw.data() + state->base[i], &state->half);
+    if (!read.ok()) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not read a tensor."),
+                        ("tensor \"%s\": %s", tensors[i].name.c_str(), read.ToString().c_str()));
       return GST_FLOW_ERROR;
     }
-    const size_t n = static_cast<size_t>(tensors[i].elements());
-    if (map.size < tensors[i].bytes()) {
-      gst_memory_unmap(mem, &map);
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("A tensor is truncated."),
-                        ("tensor \"%s\" has %zu bytes, its caps say %zu", tensors[i].name.c_str(),
-                         static_cast<size_t>(map.size), static_cast<size_t>(tensors[i].bytes())));
-      return GST_FLOW_ERROR;
-    }
-    float *dst = state->raw.data() + state->base[i];
-    if (tensors[i].type == GstOpTensorType::kFloat32) {
-      std::memcpy(dst, map.data, n * sizeof(float));
-    } else {
-      const uint8_t *src = map.data;
-      for (size_t k = 0; k < n; k++) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * k, 2);
-        dst[k] = HalfToFloat(h);
-      }
-    }
-    gst_memory_unmap(mem, &map);
   }
   return GST_FLOW_OK;
 }

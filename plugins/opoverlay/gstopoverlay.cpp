@@ -436,58 +436,6 @@ static bool SetModelCaps(GstOpOverlay *self, GstCaps *caps) {
   return true;
 }
 
-// IEEE half → float, for networks whose outputs stay float16.
-static float HalfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t(h >> 15) << 31;
-  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while (!(mantissa & 0x400)) {
-      mantissa <<= 1;
-      exponent--;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// The bytes of one tensor memory into `host`. Memory of the OpenCL allocator is read with a
-// queue read after its last writer, not host-mapped: a tee hands the same buffer to opmsgsink,
-// which maps it from its own thread, and two threads host-mapping one OpenCL buffer at once
-// crashed on PoCL (the overlay read through an unmapped pointer). Other memory is mapped.
-static op::Status ReadTensorMemory(GstMemory *mem, size_t bytes, uint8_t *host) {
-  if (mem->size < bytes)
-    return op::InvalidArgument("it has " + std::to_string(mem->size) + " bytes, its caps say " +
-                               std::to_string(bytes));
-  if (gst_is_op_memory(mem)) {
-    GstMapInfo info;
-    if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
-      return op::DeviceError("its OpenCL buffer is not reachable");
-    cl_mem buffer = gst_op_map_info_get_cl_mem(&info);
-    gst_memory_unmap(mem, &info);
-    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
-    op::cl::Queue &queue = gst_op_context_get_queue(gst_op_memory_get_context(mem));
-    OP_ASSIGN_OR_RETURN(op::cl::EventHandle read,
-                        queue.Read(buffer, mem->offset, bytes, host, {writer.get()}));
-    // The frame is drawn on the host right after this, so waiting here is the point.
-    return op::cl::WaitForEvent(read.get());
-  }
-  GstMapInfo map;
-  if (!gst_memory_map(mem, &map, GST_MAP_READ))
-    return op::IoError("mapping it failed");
-  std::memcpy(host, map.data, bytes);
-  gst_memory_unmap(mem, &map);
-  return op::Status::Ok();
-}
-
 // Decodes one model buffer into *out (through the layout's float array).
 static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::ParsedOutputs *out) {
   ModelLayout *layout = self->impl->model.get();
@@ -503,21 +451,14 @@ static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::P
     return false;
   }
   for (size_t i = 0; i < tensors.size(); i++) {
-    const size_t n = static_cast<size_t>(tensors[i].elements());
-    float *dst = layout->raw.data() + layout->base[i];
-    const bool half = tensors[i].type == GstOpTensorType::kFloat16;
-    if (half)
-      layout->half.resize(n);
-    uint8_t *host =
-        half ? reinterpret_cast<uint8_t *>(layout->half.data()) : reinterpret_cast<uint8_t *>(dst);
-    op::Status read = ReadTensorMemory(gst_buffer_peek_memory(buffer, i), tensors[i].bytes(), host);
+    op::Status read =
+        gst_op_tensor_read_floats(gst_buffer_peek_memory(buffer, i), tensors[i],
+                                  layout->raw.data() + layout->base[i], &layout->half);
     if (!read.ok()) {
       GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not read a model output tensor."),
                         ("tensor \"%s\": %s", tensors[i].name.c_str(), read.ToString().c_str()));
       return false;
     }
-    for (size_t k = 0; half && k < n; k++)
-      dst[k] = HalfToFloat(layout->half[k]);
   }
   op::Status st = layout->parser->Parse(layout->raw.data(), layout->raw.size(), out);
   if (!st.ok()) {

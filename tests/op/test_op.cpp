@@ -593,6 +593,47 @@ TEST_F(Op, UploaderHoldsTheInputUntilTheDeviceReadIt) {
   }
 }
 
+// ---- reading tensors back ------------------------------------------------------------------
+
+// float16 in OpenCL memory (read through the queue) and float32 in system memory come back as
+// the same floats; a short memory and a non-float tensor are refused saying why.
+TEST_F(Op, TensorsReadBackAsFloats) {
+  const std::vector<uint16_t> halves = {0x3c00, 0xc000, 0x3555, 0x0001, 0x7bff, 0x0000};
+  const std::vector<float> expected = {1.0f,     -2.0f, 0.333251953125f, 5.96046448e-08f,
+                                       65504.0f, 0.0f};
+  GstMemory *mem = Alloc(halves.size() * 2);
+  std::vector<guint8> bytes(halves.size() * 2);
+  std::memcpy(bytes.data(), halves.data(), bytes.size());
+  Fill(mem, bytes);
+  GstOpTensorDesc half_desc{"out", GstOpTensorType::kFloat16, {1, int64_t(halves.size())}};
+  std::vector<float> out(halves.size());
+  std::vector<uint16_t> scratch;
+  op::Status st = gst_op_tensor_read_floats(mem, half_desc, out.data(), &scratch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out, expected);
+
+  GstOpTensorDesc float_desc{"out", GstOpTensorType::kFloat32, {1, 6}};
+  GstMemory *sys = gst_allocator_alloc(nullptr, sizeof(float) * 6, nullptr);
+  GstMapInfo map;
+  ASSERT_TRUE(gst_memory_map(sys, &map, GST_MAP_WRITE));
+  std::memcpy(map.data, expected.data(), sizeof(float) * 6);
+  gst_memory_unmap(sys, &map);
+  std::fill(out.begin(), out.end(), 0.0f);
+  st = gst_op_tensor_read_floats(sys, float_desc, out.data(), &scratch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out, expected);
+
+  // The half memory is 12 bytes; as float32 it would need 24.
+  st = gst_op_tensor_read_floats(mem, float_desc, out.data(), &scratch);
+  EXPECT_NE(st.ToString().find("it has 12 bytes, its caps say 24"), std::string::npos)
+      << st.ToString();
+  GstOpTensorDesc bytes_desc{"img", GstOpTensorType::kUint8, {1, 12}};
+  st = gst_op_tensor_read_floats(mem, bytes_desc, out.data(), &scratch);
+  EXPECT_EQ(st.code(), op::StatusCode::kUnsupported) << st.ToString();
+  gst_memory_unref(sys);
+  gst_memory_unref(mem);
+}
+
 // ---- pools ---------------------------------------------------------------------------------
 
 static GstCaps *Nv12Caps(int w, int h) {
