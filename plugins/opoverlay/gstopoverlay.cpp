@@ -164,6 +164,7 @@ struct ModelLayout {
 struct Impl {
   std::mutex lock;
   Settings settings;
+  GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
 
   // Streaming thread only.
   std::unique_ptr<ModelLayout> model;
@@ -192,46 +193,25 @@ GST_ELEMENT_REGISTER_DEFINE(opoverlay, "opoverlay", GST_RANK_NONE, GST_TYPE_OP_O
 
 static void SetRpy(GstOpOverlay *self, const std::string &text) {
   Impl &impl = *self->impl;
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.rpy_string.clear();
-    impl.settings.rpy = {};
+  op::drive::Rpy rpy;
+  if (gst_op_camera_settings_parse_rpy(GST_ELEMENT(self), impl.warnings, text, &rpy) ==
+      GstOpSettingChange::kRefused)
     return;
-  }
-  auto rpy = op::drive::ParseRpy(text);
-  if (!rpy.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, rpy.status(), RESOURCE, SETTINGS,
-        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
-         "the previous calibration stays",
-         text.c_str()));
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.rpy_string = text;
-  impl.settings.rpy = *rpy;
+  impl.settings.rpy = rpy;
 }
 
 static void SetIntrinsics(GstOpOverlay *self, const std::string &text) {
   Impl &impl = *self->impl;
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.intrinsics_string.clear();
-    impl.settings.intrinsics.reset();
+  op::drive::Intrinsics k;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_intrinsics(GST_ELEMENT(self), impl.warnings, text, &k);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto k = op::drive::ParseIntrinsics(text);
-  if (!k.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, k.status(), RESOURCE, SETTINGS,
-        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
-         "previous value stays",
-         text.c_str()));
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.intrinsics_string = text;
-  impl.settings.intrinsics = *k;
+  impl.settings.intrinsics = change == GstOpSettingChange::kSet ? std::optional(k) : std::nullopt;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
@@ -693,6 +673,7 @@ static gboolean SinkQuery(GstAggregator *agg, GstAggregatorPad *pad, GstQuery *q
 static gboolean Start(GstAggregator *agg) {
   auto *self = GST_OP_OVERLAY(agg);
   Impl &impl = *self->impl;
+  impl.warnings.Post(GST_ELEMENT(self));
   std::string path;
   {
     std::lock_guard<std::mutex> guard(impl.lock);

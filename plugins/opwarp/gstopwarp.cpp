@@ -140,12 +140,10 @@ struct Stream {
 };
 
 struct Impl {
-  std::mutex lock;  // guards settings and deferred_warnings
+  std::mutex lock;  // guards settings
   Settings settings;
-  // Warnings about settings made before the element had a bus (gst-launch sets properties
-  // while parsing): posted when the element starts, so they are not lost.
-  std::vector<std::pair<std::string, std::string>> deferred_warnings;
-  std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
+  GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
+  std::mutex stream_lock;         // guards stream (streaming thread vs flush events and stop)
   Stream stream;
   GstOpKeepAlive probes;  // latency probes whose frames are still on the device
   // Processing latency: from a frame's arrival to its output being complete on the device.
@@ -190,81 +188,39 @@ static GstOpTensorInfo OutputInfo(GstOpWarpModelInput m) {
 
 // ---- Properties ---------------------------------------------------------------------------
 
-static void PostSettingWarning(GstOpWarp *self, const std::string &text, const std::string &debug) {
-  GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS, ("%s", text.c_str()), ("%s", debug.c_str()));
-}
-
-// A refused setting: a warning on the bus now, or when the element starts if it has no bus yet.
-static void WarnSetting(GstOpWarp *self, const std::string &text, const std::string &debug) {
-  GST_WARNING_OBJECT(self, "%s (%s)", text.c_str(), debug.c_str());
-  GstBus *bus = gst_element_get_bus(GST_ELEMENT(self));
-  if (bus) {
-    gst_object_unref(bus);
-    PostSettingWarning(self, text, debug);
-    return;
-  }
-  std::lock_guard<std::mutex> guard(self->impl->lock);
-  self->impl->deferred_warnings.emplace_back(text, debug);
-}
-
+// Warnings about settings made before the element had a bus are posted now.
 static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
   auto *self = GST_OP_WARP(base);
-  std::vector<std::pair<std::string, std::string>> warnings;
-  {
-    std::lock_guard<std::mutex> guard(self->impl->lock);
-    warnings.swap(self->impl->deferred_warnings);
-  }
-  for (const auto &[text, debug] : warnings)
-    PostSettingWarning(self, text, debug);
+  self->impl->warnings.Post(GST_ELEMENT(self));
   return TRUE;
 }
 
 static void SetRpyString(GstOpWarp *self, const char *value) {
   Impl &impl = *self->impl;
   const std::string text = value ? value : "";
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.rpy_string.clear();
-    impl.settings.rpy = {};
-    impl.settings.calibration_seen = false;
-    impl.settings.calibration_version++;
+  op::drive::Rpy rpy;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_rpy(GST_ELEMENT(self), impl.warnings, text, &rpy);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto rpy = op::drive::ParseRpy(text);
-  if (!rpy.ok()) {
-    WarnSetting(self,
-                "Ignoring the calibration \"" + text +
-                    "\": expected \"roll,pitch,yaw\" in radians; the previous calibration stays",
-                rpy.status().ToString());
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.rpy_string = text;
-  impl.settings.rpy = *rpy;
-  impl.settings.calibration_seen = true;
+  impl.settings.rpy = rpy;
+  impl.settings.calibration_seen = change == GstOpSettingChange::kSet;
   impl.settings.calibration_version++;
 }
 
 static void SetIntrinsicsString(GstOpWarp *self, const char *value) {
   Impl &impl = *self->impl;
   const std::string text = value ? value : "";
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.intrinsics_string.clear();
-    impl.settings.intrinsics.reset();
+  op::drive::Intrinsics k;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_intrinsics(GST_ELEMENT(self), impl.warnings, text, &k);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto k = op::drive::ParseIntrinsics(text);
-  if (!k.ok()) {
-    WarnSetting(self,
-                "Ignoring the intrinsics \"" + text +
-                    "\": expected \"fx,fy,cx,cy\" in pixels; the previous value stays",
-                k.status().ToString());
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.intrinsics_string = text;
-  impl.settings.intrinsics = *k;
+  impl.settings.intrinsics = change == GstOpSettingChange::kSet ? std::optional(k) : std::nullopt;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
