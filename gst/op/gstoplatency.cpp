@@ -27,3 +27,10 @@ void GstOpLatencyReporter::Reset() {
   max_ = 0;
   announced_ = 0;
 }
+
+void gst_op_install_stat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
+  g_object_class_install_property(
+      klass, id,
+      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
+                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+}

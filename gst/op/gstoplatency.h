@@ -10,6 +10,9 @@
 
 #include <atomic>
 
+// A read-only guint64 counter property (frames, drops…) of an element's statistics.
+void gst_op_install_stat(GObjectClass *klass, guint id, const char *name, const char *blurb);
+
 class GstOpLatencyReporter {
  public:
   // Any thread: a frame took `ns`. Returns TRUE when the element should announce the new

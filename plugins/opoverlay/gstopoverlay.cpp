@@ -64,6 +64,7 @@
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
+#include "op/gstoplatency.h"
 #include "op/gstoperror.h"
 #include "op/gstopcontext.h"
 #include "op/gstopmemory.h"
@@ -749,13 +750,6 @@ static void Finalize(GObject *object) {
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
-static void InstallStat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
-  g_object_class_install_property(
-      klass, id,
-      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-}
-
 static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
@@ -802,14 +796,15 @@ static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
                           "A synthetic drive's groundtruth.json (samples/drive/README.md) whose "
                           "lane lines, road edges and lead are drawn in yellow; empty: none",
                           "", ready));
-  InstallStat(gobject_class, PROP_FRAMES, "frames", "Video frames drawn");
-  InstallStat(gobject_class, PROP_PREDICTIONS, "predictions",
-              "Frames drawn with the model output of the same frame");
-  InstallStat(gobject_class, PROP_HELD, "held",
-              "Frames without their own model output (skipped after a drop, or late when live), "
-              "drawn with the last prediction");
-  InstallStat(gobject_class, PROP_WITHOUT_PREDICTION, "without-prediction",
-              "Frames before the first model output, drawn without a prediction");
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Video frames drawn");
+  gst_op_install_stat(gobject_class, PROP_PREDICTIONS, "predictions",
+                      "Frames drawn with the model output of the same frame");
+  gst_op_install_stat(
+      gobject_class, PROP_HELD, "held",
+      "Frames without their own model output (skipped after a drop, or late when live), "
+      "drawn with the last prediction");
+  gst_op_install_stat(gobject_class, PROP_WITHOUT_PREDICTION, "without-prediction",
+                      "Frames before the first model output, drawn without a prediction");
 
   gst_element_class_add_static_pad_template_with_gtype(element_class, &video_template,
                                                        GST_TYPE_AGGREGATOR_PAD);

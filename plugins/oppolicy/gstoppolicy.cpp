@@ -587,13 +587,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       g_value_set_uint64(value, impl->frames);
       break;
     case PROP_MEAN_TIME:
-      g_value_set_double(value, impl->timer->stats().mean_ns() / 1e6);
-      break;
     case PROP_MAX_TIME:
-      g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
-      break;
     case PROP_DEVICE_TIME:
-      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -621,7 +617,6 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
 
   const auto rw_playing =
       (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
-  const auto ro = (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_property(
       gobject_class, PROP_MODEL,
       g_param_spec_string("model", "Model",
@@ -645,25 +640,8 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       g_param_spec_enum("traffic-convention", "Traffic convention",
                         "Which side of the road traffic keeps to", GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
-  g_object_class_install_property(
-      gobject_class, PROP_FRAMES,
-      g_param_spec_uint64("frames", "Frames", "Frames the network ran on", 0, G_MAXUINT64, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_MEAN_TIME,
-      g_param_spec_double("mean-time", "Mean time",
-                          "Mean time from submission to device completion per frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_MAX_TIME,
-      g_param_spec_double("max-time", "Maximum time",
-                          "Longest time from submission to device completion of a frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_TIME,
-      g_param_spec_double("device-time", "Device time",
-                          "Mean device time per frame, from the start of its first kernel to the "
-                          "end of its last (ms; 0 where the queue has no profiling)",
-                          0, G_MAXDOUBLE, 0, ro));
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
+  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

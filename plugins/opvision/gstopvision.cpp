@@ -1040,13 +1040,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       g_value_set_uint64(value, impl->stats.qos_dropped);
       break;
     case PROP_MEAN_TIME:
-      g_value_set_double(value, impl->timer->stats().mean_ns() / 1e6);
-      break;
     case PROP_MAX_TIME:
-      g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
-      break;
     case PROP_DEVICE_TIME:
-      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -1061,13 +1057,6 @@ static void Finalize(GObject *object) {
   gst_clear_object(&self->impl->ctx);
   delete self->impl;
   G_OBJECT_CLASS(parent_class)->finalize(object);
-}
-
-static void InstallStat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
-  g_object_class_install_property(
-      klass, id,
-      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 }
 
 static void gst_op_vision_class_init(GstOpVisionClass *klass) {
@@ -1122,33 +1111,17 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
                         "Which side traffic keeps to (combined network only)",
                         GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
-  InstallStat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
-  InstallStat(gobject_class, PROP_SKIPPED, "skipped", "Frames not evaluated after a frame drop");
-  InstallStat(gobject_class, PROP_OUT_OF_SYNC, "out-of-sync",
-              "Pairs further apart than max-skew (still run)");
-  InstallStat(gobject_class, PROP_DROPPED_WIDE, "dropped-wide",
-              "Wide buffers dropped as too old for any road buffer");
-  InstallStat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
-              "Road buffers dropped for having no wide buffer within 25 ms");
-  InstallStat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
-  g_object_class_install_property(
-      gobject_class, PROP_MEAN_TIME,
-      g_param_spec_double(
-          "mean-time", "Mean time", "Mean time from submission to device completion per frame (ms)",
-          0, G_MAXDOUBLE, 0, (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-  g_object_class_install_property(
-      gobject_class, PROP_MAX_TIME,
-      g_param_spec_double("max-time", "Maximum time",
-                          "Longest time from submission to device completion of a frame (ms)", 0,
-                          G_MAXDOUBLE, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_TIME,
-      g_param_spec_double("device-time", "Device time",
-                          "Mean device time per frame, from the start of its first kernel to the "
-                          "end of its last (ms; 0 where the queue has no profiling)",
-                          0, G_MAXDOUBLE, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
+  gst_op_install_stat(gobject_class, PROP_SKIPPED, "skipped",
+                      "Frames not evaluated after a frame drop");
+  gst_op_install_stat(gobject_class, PROP_OUT_OF_SYNC, "out-of-sync",
+                      "Pairs further apart than max-skew (still run)");
+  gst_op_install_stat(gobject_class, PROP_DROPPED_WIDE, "dropped-wide",
+                      "Wide buffers dropped as too old for any road buffer");
+  gst_op_install_stat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
+                      "Road buffers dropped for having no wide buffer within 25 ms");
+  gst_op_install_stat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
+  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

@@ -236,6 +236,39 @@ std::string FrameTimer::Summary() const {
   return line;
 }
 
+// ---- properties ---------------------------------------------------------------------------
+
+void InstallFrameTimerProperties(GObjectClass *klass, guint first) {
+  const auto ro = (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_property(
+      klass, first,
+      g_param_spec_double("mean-time", "Mean time",
+                          "Mean time from submission to device completion per frame (ms)", 0,
+                          G_MAXDOUBLE, 0, ro));
+  g_object_class_install_property(
+      klass, first + 1,
+      g_param_spec_double("max-time", "Maximum time",
+                          "Longest time from submission to device completion of a frame (ms)", 0,
+                          G_MAXDOUBLE, 0, ro));
+  g_object_class_install_property(
+      klass, first + 2,
+      g_param_spec_double("device-time", "Device time",
+                          "Mean device time per frame, from the start of its first kernel to the "
+                          "end of its last (ms; 0 where the queue has no profiling)",
+                          0, G_MAXDOUBLE, 0, ro));
+}
+
+bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value) {
+  if (id < first || id > first + 2)
+    return false;
+  const FrameTimer::Stats s = timer.stats();
+  const double ns = id == first       ? s.mean_ns()
+                    : id == first + 1 ? double(s.max_ns)
+                                      : s.device_mean_ns();
+  g_value_set_double(value, ns / 1e6);
+  return true;
+}
+
 // ---- DeviceInput --------------------------------------------------------------------------
 
 StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstOpUploader *uploader, GstMemory *memory,

@@ -130,6 +130,12 @@ class FrameTimer {
   Stats stats_;
 };
 
+// The frame timer's read-only properties of opvision and oppolicy, at ids `first` (mean-time),
+// first + 1 (max-time) and first + 2 (device-time), all in milliseconds.
+void InstallFrameTimerProperties(GObjectClass *klass, guint first);
+// For get_property: TRUE when `id` is one of them and `value` was set from `timer`.
+bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value);
+
 // An input tensor as a cl_mem: a GstOpMemory on `ctx` is used in place; any other memory is
 // uploaded by `uploader` into `staging` (created once by the caller for the negotiated size),
 // which keeps the memory mapped and referenced until the write completes.
