@@ -37,6 +37,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
@@ -145,6 +146,10 @@ struct Impl {
   PolicyPlan plan;
   std::unique_ptr<op::drive::TemporalQueues> queues;
   std::unique_ptr<GstOpUploader> uploader;  // system-memory inputs into the outputs
+  // One run's tensors as cl_mems and its events, sized for the caps and the running network
+  // (SizeTensorArrays): outputs = the vision tensors, then the policy's.
+  std::vector<cl_mem> inputs, outputs;
+  std::vector<op::cl::EventHandle> events;
 
   // Negotiated.
   bool have_caps = false;
@@ -165,6 +170,16 @@ G_DEFINE_TYPE(GstOpPolicy, gst_op_policy, GST_TYPE_OP_BASE_FILTER);
 GST_ELEMENT_REGISTER_DEFINE(oppolicy, "oppolicy", GST_RANK_NONE, GST_TYPE_OP_POLICY);
 
 // ---- GstOpBaseFilter ----------------------------------------------------------------------
+
+// Sizes the per-run arrays for the negotiated inputs and the running network (allocates only
+// when they grow: at caps time or a model swap, not per frame).
+static void SizeTensorArrays(Impl *impl) {
+  Network *net = impl->model.current();
+  const size_t n_in = impl->in_info.tensors.size();
+  impl->inputs.assign(net->inputs().tensors.size(), nullptr);
+  impl->outputs.assign(n_in + net->outputs().tensors.size(), nullptr);
+  impl->events.resize(n_in + 1);
+}
 
 static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
   auto *self = GST_OP_POLICY(filter);
@@ -283,6 +298,7 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   impl->out_info = *out;
   impl->hidden = *hidden;
   impl->have_caps = true;
+  SizeTensorArrays(impl);
   return TRUE;
 }
 
@@ -401,6 +417,7 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
         GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
         impl->model.Adopt(std::move(pending.network), pending.path);
         impl->plan = *plan;
+        SizeTensorArrays(impl);
         if (queues)
           impl->queues = std::move(queues);
         if (new_outputs)
@@ -458,9 +475,14 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   if (gst_buffer_n_memory(inbuf) != n_in || gst_buffer_n_memory(outbuf) != n_in + n_pol)
     return fail(op::InvalidArgument("buffers do not hold one memory per tensor of their caps"),
                 "Malformed buffer.");
-  cl_mem outputs[16] = {};
-  if (n_in + n_pol > G_N_ELEMENTS(outputs))
-    return fail(op::Unsupported("more than 16 tensors"), "Too many tensors.");
+  std::vector<cl_mem> &outputs = impl->outputs;
+  std::vector<op::cl::EventHandle> &events = impl->events;
+  if (outputs.size() != n_in + n_pol || events.size() != n_in + 1)
+    return fail(op::Internal("tensor arrays not sized for the caps"), "Malformed buffer.");
+  if (n_in + 1 > op::cl::EventList::kMax)
+    return fail(op::Unsupported("more than " + std::to_string(op::cl::EventList::kMax - 1) +
+                                " input tensors"),
+                "Too many tensors.");
   for (size_t i = 0; i < n_in + n_pol; i++) {
     GstMapInfo map;
     GstMemory *m = gst_buffer_peek_memory(outbuf, i);
@@ -474,7 +496,6 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   // OpenCL input, or the upload of a system-memory one written straight into the output. The
   // hidden state is then read from the output copy.
   op::cl::EventList done;
-  op::cl::EventHandle events[16];
   size_t n_events = 0;
   for (size_t i = 0; i < n_in; i++) {
     GstMemory *m = gst_buffer_peek_memory(inbuf, i);
@@ -511,12 +532,12 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   if (!d.ok())
     return fail(d.status(), "Could not update the desire queue.");
 
-  cl_mem inputs[3] = {};
+  std::vector<cl_mem> &inputs = impl->inputs;
   inputs[impl->plan.features] = impl->queues->features();
   inputs[impl->plan.desire] = impl->queues->desire_pulse();
   inputs[impl->plan.traffic] = impl->queues->traffic_convention();
   op::cl::EventHandle first;
-  auto run = net->Run(queue, inputs, outputs + n_in, {f->get(), d->get()}, &first);
+  auto run = net->Run(queue, inputs.data(), outputs.data() + n_in, {f->get(), d->get()}, &first);
   if (!run.ok())
     return fail(run.status(), "Running the policy network failed.");
   events[n_events] = std::move(run).value();
@@ -527,6 +548,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   gst_op_buffer_set_write_event(outbuf, all->get());
   (void)queue.Flush();
   impl->timer->Track(all->get(), t0, first.get(), events[n_events - 1].get());
+  for (op::cl::EventHandle &e : events)
+    e.reset();
 
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
