@@ -504,6 +504,60 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
   return TRUE;
 }
 
+// Device output: the warp writes the output tensor in place, and the output's (and an OpenCL
+// input's) last-user event is the warp's; nothing waits on the host.
+static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *inbuf,
+                               GstBuffer *outbuf, cl_mem out, gsize out_offset,
+                               op::cl::EventList &wait, int64_t start_ns) {
+  Impl &impl = *self->impl;
+  Stream &st = impl.stream;
+  GstMemory *out_mem = gst_buffer_peek_memory(outbuf, 0);
+  op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
+  wait.Add(previous.get());
+  OP_ASSIGN_OR_RETURN(op::cl::EventHandle done, st.warper->Process(frame, out, out_offset, wait));
+  OP_RETURN_IF_ERROR(gst_op_context_get_queue(ctx).Flush());
+  gst_op_buffer_set_write_event(outbuf, done.get());
+  // The input is only read, but marking our event on it makes whoever reuses or maps it next
+  // wait until the warp has read it (memories track one event, their last user).
+  GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
+  if (frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
+    gst_op_memory_set_write_event(in_mem, done.get());
+  // The latency is known once the device is done with the frame.
+  impl.probes.OnComplete(done.get(), MeasureLatency, new LatencyProbe{self, start_ns});
+  return op::Status::Ok();
+}
+
+// System-memory output: warp into our own device buffer, then read it back.
+static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *outbuf,
+                               const op::cl::EventList &wait, int64_t start_ns) {
+  Impl &impl = *self->impl;
+  Stream &st = impl.stream;
+  if (!st.download) {
+    OP_ASSIGN_OR_RETURN(st.download,
+                        gst_op_context_get_device(ctx)->CreateBuffer(op::drive::kModelInputBytes));
+  }
+  GstMapInfo map;
+  if (!gst_buffer_map(outbuf, &map, GST_MAP_WRITE))
+    return op::IoError("could not map the output buffer");
+  op::Status s = op::Status::Ok();
+  if (map.size < op::drive::kModelInputBytes) {
+    s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
+  } else {
+    op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+    auto done = st.warper->Process(frame, st.download.get(), 0, wait);
+    auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes, map.data,
+                                       {done->get()})
+                          : op::StatusOr<op::cl::EventHandle>(done.status());
+    // A host wait on purpose: system memory goes downstream as soon as we return, and nothing
+    // there knows about OpenCL events.
+    s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
+    if (s.ok())
+      impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
+  }
+  gst_buffer_unmap(outbuf, &map);
+  return s;
+}
+
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_WARP(trans);
   Impl &impl = *self->impl;
@@ -556,7 +610,6 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     return GST_FLOW_ERROR;
   }
 
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   GstMemory *out_mem =
       gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
   if (out_mem && gst_is_op_memory_on(out_mem, ctx)) {
@@ -567,47 +620,9 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
     cl_mem out = gst_op_map_info_get_cl_mem(&info);
     gst_memory_unmap(out_mem, &info);
-    op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
-    wait.Add(previous.get());
-    auto done = st.warper->Process(*frame, out, out_mem->offset, wait);
-    s = done.ok() ? queue.Flush() : done.status();
-    if (s.ok()) {
-      gst_op_buffer_set_write_event(outbuf, done->get());
-      // The input is only read, but marking our event on it makes whoever reuses or maps it
-      // next wait until the warp has read it (memories track one event, their last user).
-      GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
-      if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
-        gst_op_memory_set_write_event(in_mem, done->get());
-      // The latency is known once the device is done with the frame.
-      impl.probes.OnComplete(done->get(), MeasureLatency, new LatencyProbe{self, start_ns});
-    }
+    s = WarpToDevice(self, ctx, *frame, inbuf, outbuf, out, out_mem->offset, wait, start_ns);
   } else {
-    // System-memory output: warp into our own device buffer, then read it back.
-    if (!st.download) {
-      auto mem = gst_op_context_get_device(ctx)->CreateBuffer(op::drive::kModelInputBytes);
-      if (mem.ok())
-        st.download = std::move(mem).value();
-      s = mem.status();
-    }
-    GstMapInfo map;
-    if (s.ok() && !gst_buffer_map(outbuf, &map, GST_MAP_WRITE))
-      s = op::IoError("could not map the output buffer");
-    if (s.ok()) {
-      if (map.size < op::drive::kModelInputBytes) {
-        s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
-      } else {
-        auto done = st.warper->Process(*frame, st.download.get(), 0, wait);
-        auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes,
-                                           map.data, {done->get()})
-                              : op::StatusOr<op::cl::EventHandle>(done.status());
-        // A host wait on purpose: system memory goes downstream as soon as we return, and
-        // nothing there knows about OpenCL events.
-        s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
-        if (s.ok())
-          impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
-      }
-      gst_buffer_unmap(outbuf, &map);
-    }
+    s = WarpToSystem(self, ctx, *frame, outbuf, wait, start_ns);
   }
   if (!s.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED,
