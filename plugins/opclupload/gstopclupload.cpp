@@ -61,7 +61,7 @@ static GstStaticPadTemplate src_template =
     GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
 
 namespace {
-struct State {
+struct Impl {
   // Negotiated input.
   bool is_video = false;
   bool dmabuf = false;  // memory:DMABuf video
@@ -84,7 +84,7 @@ struct State {
 
 struct _GstOpClUpload {
   GstOpBaseFilter parent;
-  State *state;
+  Impl *impl;
 };
 
 enum { PROP_0, PROP_FORCE_STAGING, PROP_STATS };
@@ -136,7 +136,7 @@ static void AddStats(GstOpUploadStats &sum, const GstOpUploadStats &s) {
 
 static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   const GstStructure *s = gst_caps_get_structure(incaps, 0);
   if (gst_op_structure_is_tensors(s)) {
     auto info = gst_op_tensor_info_from_caps(incaps);
@@ -173,7 +173,7 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   return TRUE;
 }
 
-static void ReplacePool(State &st, GstBufferPool *pool) {
+static void ReplacePool(Impl &st, GstBufferPool *pool) {
   if (st.pool && st.pool != pool)
     gst_buffer_pool_set_active(st.pool, FALSE);
   gst_clear_object(&st.pool);
@@ -187,7 +187,7 @@ static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
   GstBufferPool *pool = nullptr;
   if (gst_query_get_n_allocation_pools(query) > 0)
     gst_query_parse_nth_allocation_pool(query, 0, &pool, nullptr, nullptr, nullptr);
-  ReplacePool(*self->state, pool);  // GstBaseTransform activates it
+  ReplacePool(*self->impl, pool);  // GstBaseTransform activates it
   return TRUE;
 }
 
@@ -214,7 +214,7 @@ static GstBufferPool *PoolForLayout(GstOpClUpload *self, const GstVideoInfo &lay
 static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inbuf,
                                          GstBuffer **outbuf) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   if (gst_base_transform_is_passthrough(trans)) {
     *outbuf = inbuf;
     return GST_FLOW_OK;
@@ -290,7 +290,7 @@ static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const c
 static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstBuffer *outbuf,
                                                        std::unique_ptr<GstOpUploadSource> source) {
   const GstOpUploadSource &pending = *source;
-  State &st = *self->state;
+  Impl &st = *self->impl;
   op::cl::EventList wait;
   gst_op_buffer_add_write_events(outbuf, &wait);
   // One region per plane or tensor, in a vector that keeps its capacity between frames.
@@ -358,7 +358,7 @@ static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstB
 
 // Maps the input for reading into `source`; checks its size against the caps.
 static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, GstOpUploadSource &source) {
-  State &st = *self->state;
+  Impl &st = *self->impl;
   auto map_range = [&](guint idx, gint length) { return source.MapRange(idx, length); };
   // A frame in several memories is merged by the map (GstVideoMeta offsets are buffer offsets).
   if (st.is_video)
@@ -384,7 +384,7 @@ static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, GstOpUploadSou
 
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   if (st.imported) {
     st.imported = false;  // prepare_output_buffer made outbuf from the input itself
     return GST_FLOW_OK;
@@ -409,7 +409,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
 // Dropping the uploader waits until the device has released every input buffer.
 static void Close(GstOpBaseFilter *base) {
   auto *self = GST_OP_CL_UPLOAD(base);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   GstOpContext *ctx = gst_op_base_filter_get_context(base);
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
@@ -424,14 +424,14 @@ static void Close(GstOpBaseFilter *base) {
 
 // Counting starts again with each run.
 static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
-  State &st = *GST_OP_CL_UPLOAD(base)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(base)->impl;
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   st.stats = GstOpUploadStats();
   return TRUE;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
-  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(object)->impl;
   switch (prop_id) {
     case PROP_FORCE_STAGING: {
       std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
@@ -444,7 +444,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
 }
 
 static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
-  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(object)->impl;
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   switch (prop_id) {
     case PROP_FORCE_STAGING:
@@ -464,8 +464,8 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
 
 static void Finalize(GObject *object) {
   auto *self = GST_OP_CL_UPLOAD(object);
-  gst_clear_object(&self->state->pool);
-  delete self->state;
+  gst_clear_object(&self->impl->pool);
+  delete self->impl;
   G_OBJECT_CLASS(gst_op_cl_upload_parent_class)->finalize(object);
 }
 
@@ -514,6 +514,6 @@ static void gst_op_cl_upload_class_init(GstOpClUploadClass *klass) {
 }
 
 static void gst_op_cl_upload_init(GstOpClUpload *self) {
-  self->state = new State();
-  gst_video_info_init(&self->state->caps_info);
+  self->impl = new Impl();
+  gst_video_info_init(&self->impl->caps_info);
 }
