@@ -305,31 +305,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
 // ---- data ---------------------------------------------------------------------------------
 
 static gboolean HandleSettingsEvent(GstOpPolicy *self, GstEvent *event) {
-  gboolean has_d = FALSE, has_t = FALSE;
-  op::drive::Desire d;
-  op::drive::TrafficConvention t;
-  std::string error;
-  if (!gst_op_driving_settings_event_parse(event, &has_d, &d, &has_t, &t, &error)) {
-    if (!error.empty())
-      GST_WARNING_OBJECT(self, "ignoring a driving-settings event: %s", error.c_str());
-    return FALSE;
-  }
-  GST_OBJECT_LOCK(self);
-  if (has_d)
-    self->impl->desire = d;
-  if (has_t)
-    self->impl->traffic = t;
-  GST_OBJECT_UNLOCK(self);
-  GST_DEBUG_OBJECT(self, "settings event: desire %s, traffic %s",
-                   has_d ? op::drive::DesireName(d) : "(unchanged)",
-                   has_t
-                       ? (t == op::drive::TrafficConvention::kLeftHand ? "left-hand" : "right-hand")
-                       : "(unchanged)");
-  if (has_d)
-    g_object_notify(G_OBJECT(self), "desire");
-  if (has_t)
-    g_object_notify(G_OBJECT(self), "traffic-convention");
-  return TRUE;
+  return gst_op_apply_driving_settings_event(GST_ELEMENT(self), event, &self->impl->desire,
+                                             &self->impl->traffic);
 }
 
 static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {

@@ -14,3 +14,11 @@ GType gst_op_desire_get_type(void);
 GType gst_op_traffic_convention_get_type(void);
 
 G_END_DECLS
+
+// A network element's handling of the driving-settings event (common/gstopevents.h): when
+// `event` is one, sets *desire / *traffic under the element's object lock, notifies the changed
+// properties ("desire", "traffic-convention") and returns TRUE. A malformed one is logged and
+// ignored (FALSE), as is any other event.
+gboolean gst_op_apply_driving_settings_event(GstElement *element, GstEvent *event,
+                                             op::drive::Desire *desire,
+                                             op::drive::TrafficConvention *traffic);
