@@ -201,27 +201,27 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection, GstCaps 
   return out;
 }
 
+// What the base filter asks of every pool it makes or configures: the video meta option and
+// the subclass's configure_pool.
+static GstOpPoolConfigure PoolConfigure(GstOpBaseFilter *self) {
+  return [self](GstCaps *caps, GstStructure *config) {
+    gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
+    if (klass->configure_pool)
+      klass->configure_pool(self, caps, config);
+  };
+}
+
 // A configured pool of ours for `caps`, or NULL after logging why.
 static GstBufferPool *MakePool(GstOpBaseFilter *self, GstCaps *caps, guint min, guint max,
                                guint *size) {
   GstOpContext *ctx = gst_op_base_filter_get_context(self);
   if (!ctx)
     return nullptr;
-  GstBufferPool *pool = gst_op_buffer_pool_new(ctx);
-  GstStructure *config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, 0, min, max);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
-  if (klass->configure_pool)
-    klass->configure_pool(self, caps, config);
-  if (!gst_buffer_pool_set_config(pool, config)) {
+  GstBufferPool *pool =
+      gst_op_buffer_pool_new_configured(ctx, caps, min, max, PoolConfigure(self), size);
+  if (!pool)
     GST_WARNING_OBJECT(self, "pool refused caps %" GST_PTR_FORMAT, caps);
-    gst_object_unref(pool);
-    return nullptr;
-  }
-  config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_get_params(config, nullptr, size, nullptr, nullptr);
-  gst_structure_free(config);
   return pool;
 }
 
@@ -267,12 +267,7 @@ static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
     return GST_BASE_TRANSFORM_CLASS(gst_op_base_filter_parent_class)
         ->decide_allocation(trans, query);
   return gst_op_decide_output_pool(GST_ELEMENT(self), gst_op_base_filter_get_context(self), query,
-                                   0, [&](GstCaps *c, GstStructure *config) {
-                                     gst_buffer_pool_config_add_option(
-                                         config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-                                     if (klass->configure_pool)
-                                       klass->configure_pool(self, c, config);
-                                   });
+                                   0, PoolConfigure(self));
 }
 
 static void gst_op_base_filter_class_init(GstOpBaseFilterClass *klass) {

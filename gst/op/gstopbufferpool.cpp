@@ -307,6 +307,12 @@ static GstBufferPool *Configured(GstBufferPool *pool, GstCaps *caps, guint min, 
   return pool;
 }
 
+GstBufferPool *gst_op_buffer_pool_new_configured(GstOpContext *ctx, GstCaps *caps, guint min,
+                                                 guint max, const GstOpPoolConfigure &configure,
+                                                 guint *size) {
+  return Configured(gst_op_buffer_pool_new(ctx), caps, min, max, configure, size);
+}
+
 gboolean gst_op_decide_output_pool(GstElement *element, GstOpContext *ctx, GstQuery *query,
                                    guint min_buffers, const GstOpPoolConfigure &configure) {
   GstCaps *caps = nullptr;
@@ -335,7 +341,7 @@ gboolean gst_op_decide_output_pool(GstElement *element, GstOpContext *ctx, GstQu
       GST_DEBUG_OBJECT(element, "downstream pool refused our config, making our own");
   }
   if (!pool)
-    pool = Configured(gst_op_buffer_pool_new(ctx), caps, min, max, configure, &size);
+    pool = gst_op_buffer_pool_new_configured(ctx, caps, min, max, configure, &size);
   if (!pool) {
     GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool"),
                       ("caps %" GST_PTR_FORMAT, caps));

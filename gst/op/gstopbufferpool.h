@@ -33,6 +33,12 @@ gboolean gst_op_buffer_pool_is_on(GstBufferPool *pool, GstOpContext *ctx);
 // or the video meta option) to `config`.
 using GstOpPoolConfigure = std::function<void(GstCaps *caps, GstStructure *config)>;
 
+// A new pool on `ctx` configured for `caps`, `min`/`max` buffers and `configure`; *size is the
+// buffer size it computed. NULL when the pool refuses the config. (transfer full)
+GstBufferPool *gst_op_buffer_pool_new_configured(GstOpContext *ctx, GstCaps *caps, guint min,
+                                                 guint max, const GstOpPoolConfigure &configure,
+                                                 guint *size);
+
 // The output-pool decision of every OpenCL element (decide_allocation): the first pool in
 // `query` that is a GstOpBufferPool on `ctx` is reused with downstream's buffer counts (the
 // minimum raised to `min_buffers`); otherwise, or when that pool refuses the config (it is
