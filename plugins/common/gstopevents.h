@@ -30,6 +30,13 @@ gboolean gst_op_calibration_event_parse(GstEvent *event, gdouble *roll, gdouble 
 // sink side (applies at once). oppolicy and opvision (combined network) take it and let it go on.
 #define GST_OP_DRIVING_SETTINGS_EVENT_NAME "op-driving-settings"
 
+// The enums of its fields, also the network elements' `desire` and `traffic-convention`
+// properties.
+#define GST_TYPE_OP_DESIRE (gst_op_desire_get_type())
+GType gst_op_desire_get_type(void);
+#define GST_TYPE_OP_TRAFFIC_CONVENTION (gst_op_traffic_convention_get_type())
+GType gst_op_traffic_convention_get_type(void);
+
 G_END_DECLS
 
 // A settings event; pass -1 to leave a setting out. (transfer full)
