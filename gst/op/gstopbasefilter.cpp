@@ -201,27 +201,27 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection, GstCaps 
   return out;
 }
 
+// What the base filter asks of every pool it makes or configures: the video meta option and
+// the subclass's configure_pool.
+static GstOpPoolConfigure PoolConfigure(GstOpBaseFilter *self) {
+  return [self](GstCaps *caps, GstStructure *config) {
+    gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
+    auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
+    if (klass->configure_pool)
+      klass->configure_pool(self, caps, config);
+  };
+}
+
 // A configured pool of ours for `caps`, or NULL after logging why.
 static GstBufferPool *MakePool(GstOpBaseFilter *self, GstCaps *caps, guint min, guint max,
                                guint *size) {
   GstOpContext *ctx = gst_op_base_filter_get_context(self);
   if (!ctx)
     return nullptr;
-  GstBufferPool *pool = gst_op_buffer_pool_new(ctx);
-  GstStructure *config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_set_params(config, caps, 0, min, max);
-  gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-  auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
-  if (klass->configure_pool)
-    klass->configure_pool(self, caps, config);
-  if (!gst_buffer_pool_set_config(pool, config)) {
+  GstBufferPool *pool =
+      gst_op_buffer_pool_new_configured(ctx, caps, min, max, PoolConfigure(self), size);
+  if (!pool)
     GST_WARNING_OBJECT(self, "pool refused caps %" GST_PTR_FORMAT, caps);
-    gst_object_unref(pool);
-    return nullptr;
-  }
-  config = gst_buffer_pool_get_config(pool);
-  gst_buffer_pool_config_get_params(config, nullptr, size, nullptr, nullptr);
-  gst_structure_free(config);
   return pool;
 }
 
@@ -262,58 +262,12 @@ static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
   gst_query_parse_allocation(query, &caps, nullptr);
   if (!caps)
     return FALSE;
-  if (!gst_op_caps_is_op_memory(caps))
+  auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
+  if (!klass->op_memory_output && !gst_op_caps_is_op_memory(caps))
     return GST_BASE_TRANSFORM_CLASS(gst_op_base_filter_parent_class)
         ->decide_allocation(trans, query);
-
-  GstOpContext *ctx = gst_op_base_filter_get_context(self);
-  guint n = gst_query_get_n_allocation_pools(query);
-  guint min = 0, max = 0, size = 0;
-  GstBufferPool *pool = nullptr;
-  for (guint i = 0; i < n && !pool; i++) {
-    GstBufferPool *candidate = nullptr;
-    guint cmin = 0, cmax = 0;
-    gst_query_parse_nth_allocation_pool(query, i, &candidate, nullptr, &cmin, &cmax);
-    if (candidate && gst_op_buffer_pool_is_on(candidate, ctx)) {
-      pool = candidate;
-      min = cmin;
-      max = cmax;
-    } else if (candidate) {
-      gst_object_unref(candidate);
-    }
-  }
-  if (pool) {
-    GST_DEBUG_OBJECT(self, "reusing downstream pool %" GST_PTR_FORMAT, pool);
-    GstStructure *config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps, 0, min, max);
-    gst_buffer_pool_config_add_option(config, GST_BUFFER_POOL_OPTION_VIDEO_META);
-    auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
-    if (klass->configure_pool)
-      klass->configure_pool(self, caps, config);
-    // An active pool refuses a new config; then it is downstream's and already configured.
-    if (!gst_buffer_pool_set_config(pool, config)) {
-      GST_DEBUG_OBJECT(self, "downstream pool refused our config, making our own");
-      gst_clear_object(&pool);
-    } else {
-      config = gst_buffer_pool_get_config(pool);
-      gst_buffer_pool_config_get_params(config, nullptr, &size, nullptr, nullptr);
-      gst_structure_free(config);
-    }
-  }
-  if (!pool) {
-    pool = MakePool(self, caps, min, max, &size);
-    if (!pool) {
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool"),
-                        ("caps %" GST_PTR_FORMAT, caps));
-      return FALSE;
-    }
-  }
-  if (n > 0)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
-  gst_object_unref(pool);
-  return TRUE;
+  return gst_op_decide_output_pool(GST_ELEMENT(self), gst_op_base_filter_get_context(self), query,
+                                   0, PoolConfigure(self));
 }
 
 static void gst_op_base_filter_class_init(GstOpBaseFilterClass *klass) {

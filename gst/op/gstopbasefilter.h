@@ -9,9 +9,10 @@
 //     memory one after it (override to change the media type, chain up for the features);
 //   - propose_allocation: offers a GstOpBufferPool for OpCLMemory caps and accepts GstVideoMeta
 //     and GstOpFrameMeta;
-//   - decide_allocation: for OpCLMemory output, reuses the downstream pool only if it is a
-//     GstOpBufferPool on the same context, else makes its own; system memory output is left
-//     to GstBaseTransform.
+//   - decide_allocation: for OpCLMemory output (or any output when the class sets
+//     op_memory_output), gst_op_decide_output_pool(): reuses the downstream pool only if it is
+//     a GstOpBufferPool on the same context, else makes its own; other system memory output is
+//     left to GstBaseTransform.
 // Subclasses implement transform()/prepare_output_buffer() etc. as for any GstBaseTransform;
 // everything they enqueue goes on gst_op_context_get_queue() of gst_op_base_filter_get_context().
 #pragma once
@@ -40,6 +41,9 @@ struct _GstOpBaseFilterClass {
   // Configures the pool decide_allocation/propose_allocation make for `caps` (already set with
   // caps, size and buffer counts); e.g. gst_buffer_pool_config_set_op_camera_layout(). Optional.
   void (*configure_pool)(GstOpBaseFilter *self, GstCaps *caps, GstStructure *config);
+  // Outputs live in OpenCL memory of the context whatever the caps feature (a system-memory
+  // consumer maps them): the output pool is always decided as for OpCLMemory caps.
+  gboolean op_memory_output;
 
   gpointer _reserved[GST_PADDING];
 };

@@ -287,3 +287,70 @@ gboolean gst_op_buffer_pool_get_video_info(GstBufferPool *pool, GstVideoInfo *in
   *info = self->priv->info;
   return TRUE;
 }
+
+// ---- the output-pool decision --------------------------------------------------------------
+
+// A pool configured for `caps`, or null when it refuses the config; *size is what it computed.
+static GstBufferPool *Configured(GstBufferPool *pool, GstCaps *caps, guint min, guint max,
+                                 const GstOpPoolConfigure &configure, guint *size) {
+  GstStructure *config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_set_params(config, caps, 0, min, max);
+  if (configure)
+    configure(caps, config);
+  if (!gst_buffer_pool_set_config(pool, config)) {
+    gst_object_unref(pool);
+    return nullptr;
+  }
+  config = gst_buffer_pool_get_config(pool);
+  gst_buffer_pool_config_get_params(config, nullptr, size, nullptr, nullptr);
+  gst_structure_free(config);
+  return pool;
+}
+
+GstBufferPool *gst_op_buffer_pool_new_configured(GstOpContext *ctx, GstCaps *caps, guint min,
+                                                 guint max, const GstOpPoolConfigure &configure,
+                                                 guint *size) {
+  return Configured(gst_op_buffer_pool_new(ctx), caps, min, max, configure, size);
+}
+
+gboolean gst_op_decide_output_pool(GstElement *element, GstOpContext *ctx, GstQuery *query,
+                                   guint min_buffers, const GstOpPoolConfigure &configure) {
+  GstCaps *caps = nullptr;
+  gst_query_parse_allocation(query, &caps, nullptr);
+  if (!caps || !ctx)
+    return FALSE;
+  const guint n = gst_query_get_n_allocation_pools(query);
+  guint min = min_buffers, max = 0, size = 0;
+  GstBufferPool *pool = nullptr;
+  for (guint i = 0; i < n && !pool; i++) {
+    GstBufferPool *candidate = nullptr;
+    guint cmin = 0, cmax = 0;
+    gst_query_parse_nth_allocation_pool(query, i, &candidate, nullptr, &cmin, &cmax);
+    if (candidate && gst_op_buffer_pool_is_on(candidate, ctx)) {
+      pool = candidate;
+      min = MAX(min_buffers, cmin);
+      max = cmax;
+    } else if (candidate) {
+      gst_object_unref(candidate);
+    }
+  }
+  if (pool) {
+    GST_DEBUG_OBJECT(element, "reusing downstream pool %" GST_PTR_FORMAT, pool);
+    pool = Configured(pool, caps, min, max, configure, &size);
+    if (!pool)
+      GST_DEBUG_OBJECT(element, "downstream pool refused our config, making our own");
+  }
+  if (!pool)
+    pool = gst_op_buffer_pool_new_configured(ctx, caps, min, max, configure, &size);
+  if (!pool) {
+    GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool"),
+                      ("caps %" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+  if (n > 0)
+    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
+  else
+    gst_query_add_allocation_pool(query, pool, size, min, max);
+  gst_object_unref(pool);
+  return TRUE;
+}

@@ -12,6 +12,8 @@
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
+#include <functional>
+
 #include "op/gstopcontext.h"
 
 G_BEGIN_DECLS
@@ -26,6 +28,25 @@ GstBufferPool *gst_op_buffer_pool_new(GstOpContext *ctx);
 GstOpContext *gst_op_buffer_pool_get_context(GstBufferPool *pool);  // (transfer none)
 // Whether `pool` is a GstOpBufferPool on the device of `ctx` (the pool reuse rule).
 gboolean gst_op_buffer_pool_is_on(GstBufferPool *pool, GstOpContext *ctx);
+
+// Adds what an element asks of its pool beyond caps and buffer counts (e.g. the camera layout
+// or the video meta option) to `config`.
+using GstOpPoolConfigure = std::function<void(GstCaps *caps, GstStructure *config)>;
+
+// A new pool on `ctx` configured for `caps`, `min`/`max` buffers and `configure`; *size is the
+// buffer size it computed. NULL when the pool refuses the config. (transfer full)
+GstBufferPool *gst_op_buffer_pool_new_configured(GstOpContext *ctx, GstCaps *caps, guint min,
+                                                 guint max, const GstOpPoolConfigure &configure,
+                                                 guint *size);
+
+// The output-pool decision of every OpenCL element (decide_allocation): the first pool in
+// `query` that is a GstOpBufferPool on `ctx` is reused with downstream's buffer counts (the
+// minimum raised to `min_buffers`); otherwise, or when that pool refuses the config (it is
+// active), a new one on `ctx` is made. The pool is configured for the query's caps and
+// `configure`, and goes first in the query with the size it computed. Returns FALSE after
+// posting an element error naming the caps when no pool takes the config.
+gboolean gst_op_decide_output_pool(GstElement *element, GstOpContext *ctx, GstQuery *query,
+                                   guint min_buffers, const GstOpPoolConfigure &configure = {});
 
 // Sets `info` to openpilot's camera layout for its format and size (NV12: stride = width
 // rounded up to 128, Y plane height rounded up to 32, UV plane right after it). Returns FALSE

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <set>
 
+#include "cl/half.h"
+#include "op/gstopcontext.h"
+#include "op/gstopmemory.h"
+
 GST_DEBUG_CATEGORY_STATIC(gst_op_tensor_debug);
 #define GST_CAT_DEFAULT gst_op_tensor_debug
 
@@ -347,4 +351,52 @@ GstOpFrameMeta *gst_buffer_get_op_frame_meta(GstBuffer *buffer) {
 GstOpFrameMeta *gst_buffer_get_or_add_op_frame_meta(GstBuffer *buffer) {
   GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(buffer);
   return m ? m : gst_buffer_add_op_frame_meta(buffer);
+}
+
+// ---- reading tensors back ------------------------------------------------------------------
+
+// The bytes of one tensor memory into `host`.
+static op::Status ReadTensorBytes(GstMemory *mem, size_t bytes, uint8_t *host) {
+  if (mem->size < bytes)
+    return op::InvalidArgument("it has " + std::to_string(mem->size) + " bytes, its caps say " +
+                               std::to_string(bytes));
+  if (gst_is_op_memory(mem)) {
+    GstMapInfo info;
+    if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
+      return op::DeviceError("its OpenCL buffer is not reachable");
+    cl_mem buffer = gst_op_map_info_get_cl_mem(&info);
+    gst_memory_unmap(mem, &info);
+    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
+    op::cl::Queue &queue = gst_op_context_get_queue(gst_op_memory_get_context(mem));
+    OP_ASSIGN_OR_RETURN(op::cl::EventHandle read,
+                        queue.Read(buffer, mem->offset, bytes, host, {writer.get()}));
+    // The caller uses the values right after this, so waiting here is the point.
+    return op::cl::WaitForEvent(read.get());
+  }
+  GstMapInfo map;
+  if (!gst_memory_map(mem, &map, GST_MAP_READ))
+    return op::IoError("mapping it failed");
+  std::memcpy(host, map.data, bytes);
+  gst_memory_unmap(mem, &map);
+  return op::Status::Ok();
+}
+
+op::Status gst_op_tensor_read_floats(GstMemory *mem, const GstOpTensorDesc &desc, float *out,
+                                     std::vector<uint16_t> *half) {
+  const size_t n = static_cast<size_t>(desc.elements());
+  switch (desc.type) {
+    case GstOpTensorType::kFloat32:
+      return ReadTensorBytes(mem, desc.bytes(), reinterpret_cast<uint8_t *>(out));
+    case GstOpTensorType::kFloat16: {
+      half->resize(n);
+      OP_RETURN_IF_ERROR(
+          ReadTensorBytes(mem, desc.bytes(), reinterpret_cast<uint8_t *>(half->data())));
+      for (size_t k = 0; k < n; k++)
+        out[k] = op::cl::HalfToFloat((*half)[k]);
+      return op::Status::Ok();
+    }
+    default:
+      return op::Unsupported(std::string("a ") + gst_op_tensor_type_to_string(desc.type) +
+                             " tensor read as floats");
+  }
 }

@@ -69,6 +69,16 @@ void gst_op_tensor_info_to_structure(const GstOpTensorInfo &info, GstStructure *
 // Whether `s` is application/x-op-tensors.
 gboolean gst_op_structure_is_tensors(const GstStructure *s);
 
+// Reads tensor `desc` of a buffer (its memory `mem`) into `out` as desc.elements() floats,
+// converting float16. The one way elements read tensors back to the host: memory of the OpenCL
+// allocator is read with a queue read after its last writer, then one host wait (the caller
+// needs the values now); it is never host-mapped here, because a tee hands the same buffer to
+// several readers and two threads host-mapping one OpenCL buffer at once crashed PoCL. Other
+// memory is mapped. `half` is scratch space for float16 tensors, kept by the caller so frames
+// do not allocate. Errors say what is wrong (size, type, device).
+op::Status gst_op_tensor_read_floats(GstMemory *mem, const GstOpTensorDesc &desc, float *out,
+                                     std::vector<uint16_t> *half);
+
 // ---- GstOpFrameMeta: where a frame came from and what was done to it ------------------------
 
 enum GstOpStage {

@@ -182,8 +182,6 @@ GstStructure *gst_op_upload_stats_to_structure(const GstOpUploadStats &s) {
                            G_TYPE_UINT, s.fallback_warnings, nullptr);
 }
 
-// ---- GstOpUploader -------------------------------------------------------------------------
-
 GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_staging)
     : element_(element),
       ctx_(GST_OP_CONTEXT(gst_object_ref(ctx))),
@@ -196,7 +194,45 @@ GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_
                    gst_op_dmabuf_import_method_name(import_));
 }
 
+// ---- GstOpUploadSource ---------------------------------------------------------------------
+
+GstOpUploadSource::GstOpUploadSource(GstBuffer *b) : buffer(gst_buffer_ref(b)) {}
+
+GstOpUploadSource::~GstOpUploadSource() {
+  for (GstMapInfo &map : maps) {
+    if (buffer)
+      gst_buffer_unmap(buffer, &map);
+    else
+      gst_memory_unmap(memory, &map);
+  }
+  if (buffer)
+    gst_buffer_unref(buffer);
+  if (memory)
+    gst_memory_unref(memory);
+}
+
+op::Status GstOpUploadSource::MapRange(guint idx, gint length) {
+  GstMapInfo info;
+  if (!buffer || !gst_buffer_map_range(buffer, idx, length, &info, GST_MAP_READ))
+    return op::IoError("could not map the input buffer for reading");
+  maps.push_back(info);
+  return op::Status::Ok();
+}
+
+op::StatusOr<std::unique_ptr<GstOpUploadSource>> GstOpUploadSource::MapMemory(GstMemory *m) {
+  auto source = std::make_unique<GstOpUploadSource>();
+  GstMapInfo info;
+  if (!gst_memory_map(m, &info, GST_MAP_READ))
+    return op::IoError("could not map an input memory for reading");
+  source->memory = gst_memory_ref(m);
+  source->maps.push_back(info);
+  return source;
+}
+
+// ---- GstOpUploader -------------------------------------------------------------------------
+
 GstOpUploader::~GstOpUploader() {
+  Drain();
   DropSlots();
   gst_object_unref(allocator_);
   gst_object_unref(ctx_);
@@ -247,9 +283,69 @@ op::Status GstOpUploader::EnsureSlots(size_t bytes) {
   return op::Status::Ok();
 }
 
+void GstOpUploader::Drain() {
+  (void)gst_op_context_get_queue(ctx_).Flush();
+  keep_alive_.Drain();
+}
+
+// Runs when the device has read a source (or at once after staging): gives it back.
+void GstOpUploader::ReleaseSource(void *source, cl_int status) {
+  if (status < 0)
+    GST_WARNING("an upload failed on the device: %d", status);
+  delete static_cast<GstOpUploadSource *>(source);
+}
+
+op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteMemory(GstMemory *memory, size_t bytes,
+                                                             cl_mem dst,
+                                                             const op::cl::EventList &wait) {
+  OP_ASSIGN_OR_RETURN(std::unique_ptr<GstOpUploadSource> source,
+                      GstOpUploadSource::MapMemory(memory));
+  return WriteOne(std::move(source), bytes, dst, wait);
+}
+
+op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteBuffer(GstBuffer *buffer, size_t bytes,
+                                                             cl_mem dst,
+                                                             const op::cl::EventList &wait) {
+  auto source = std::make_unique<GstOpUploadSource>(buffer);
+  OP_RETURN_IF_ERROR(source->MapRange(0, -1));
+  return WriteOne(std::move(source), bytes, dst, wait);
+}
+
+op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteOne(std::unique_ptr<GstOpUploadSource> source,
+                                                          size_t bytes, cl_mem dst,
+                                                          const op::cl::EventList &wait) {
+  if (source->maps[0].size < bytes)
+    return op::InvalidArgument("an input of " + std::to_string(source->maps[0].size) +
+                               " bytes is smaller than the " + std::to_string(bytes) +
+                               " bytes to upload");
+  single_.resize(1);
+  single_[0] = Region();
+  single_[0].dst = dst;
+  single_[0].src = source->maps[0].data;
+  single_[0].bytes = bytes;
+  return Write(single_, wait, std::move(source));
+}
+
 op::StatusOr<op::cl::EventHandle> GstOpUploader::Write(const std::vector<Region> &regions,
                                                        const op::cl::EventList &wait,
-                                                       bool *host_done) {
+                                                       std::unique_ptr<GstOpUploadSource> source) {
+  auto written = WriteRegions(regions, wait);
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx_);
+  if (!written.ok()) {
+    // Nothing may still read the source: let what was enqueued finish first (an error path).
+    (void)queue.Finish();
+    return written.status();
+  }
+  if (staging_) {
+    source.reset();  // the bytes are in a pinned slot already: the input goes back upstream now
+    return written;
+  }
+  keep_alive_.OnComplete(written->get(), ReleaseSource, source.release());
+  return written;
+}
+
+op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteRegions(const std::vector<Region> &regions,
+                                                              const op::cl::EventList &wait) {
   op::cl::Queue &queue = gst_op_context_get_queue(ctx_);
   auto span = [](const Region &r) {
     return r.rows ? (r.rows - 1) * r.src_pitch + r.row_bytes : r.bytes;
@@ -264,7 +360,6 @@ op::StatusOr<op::cl::EventHandle> GstOpUploader::Write(const std::vector<Region>
     for (const Region &r : regions) {
       OP_ASSIGN_OR_RETURN(last, enqueue(r, r.src));
     }
-    *host_done = false;
     stats_.uploads++;
     return last;
   }
@@ -297,7 +392,6 @@ op::StatusOr<op::cl::EventHandle> GstOpUploader::Write(const std::vector<Region>
     at += span(r);
   }
   slot.last_write = last;
-  *host_done = true;
   stats_.uploads++;
   stats_.staged_uploads++;
   return last;

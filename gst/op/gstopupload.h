@@ -1,5 +1,6 @@
 // GstOpUploader: how input frames and tensors get into OpenCL memory, for every element that
 // takes system memory or DMABuf input (see docs/memory-and-sync.md, "Uploads" and "DMABuf").
+// It is the only host → device path of the elements (opclupload, opwarp, opvision, oppolicy).
 //
 //   - DMABuf input (`video/x-raw(memory:DMABuf)`, one dmabuf memory per frame): imported
 //     zero-copy when the device has an import extension, chosen from the capability record
@@ -9,17 +10,20 @@
 //   - Uploads on devices whose buffer policy asks for staging (discrete GPUs) go through a ring
 //     of pinned host-visible staging buffers: memcpy into a mapped slot, then a non-blocking
 //     device write from it with an event. The ring is made once per caps and reused per frame.
-//     Elsewhere (unified memory) uploads are direct non-blocking writes from the input.
+//     Elsewhere (unified memory) uploads are direct non-blocking writes from the input, which
+//     stays mapped and referenced until the device has read it (GstOpKeepAlive, no host wait).
 #pragma once
 
 #include <gst/gst.h>
 #include <gst/video/video.h>
 
 #include <array>
+#include <memory>
 #include <vector>
 
 #include "cl/device.h"
 #include "op/gstopcontext.h"
+#include "op/gstopkeepalive.h"
 
 #define GST_OP_CAPS_FEATURE_MEMORY_DMABUF "memory:DMABuf"
 
@@ -54,6 +58,25 @@ struct GstOpUploadStats {
   guint staging_buffers = 0;    // staging buffers created
   guint staging_waits = 0;      // frames that waited for a slot's previous write (device behind)
   guint fallback_warnings = 0;  // "DMABuf import not supported" warnings posted
+};
+
+// The host input a write reads: a buffer or a memory, referenced, with its read maps. Made per
+// frame by the Map functions; the uploader releases it once the device no longer reads it.
+struct GstOpUploadSource {
+  GstBuffer *buffer = nullptr;  // either a buffer (maps of its ranges) …
+  GstMemory *memory = nullptr;  // … or one memory (maps.size() == 1)
+  std::vector<GstMapInfo> maps;
+  GstOpUploadSource() = default;
+  GstOpUploadSource(const GstOpUploadSource &) = delete;
+  GstOpUploadSource &operator=(const GstOpUploadSource &) = delete;
+  ~GstOpUploadSource();  // unmaps and unrefs
+
+  // `buffer` referenced, no maps yet (MapRange adds them).
+  explicit GstOpUploadSource(GstBuffer *buffer);
+  // Maps memories [idx, idx + length) of the buffer for reading (length -1: to the end).
+  op::Status MapRange(guint idx, gint length);
+  // One memory, referenced and mapped for reading.
+  static op::StatusOr<std::unique_ptr<GstOpUploadSource>> MapMemory(GstMemory *memory);
 };
 
 // One element's upload state, rebuilt when caps change and dropped in stop(). Not thread-safe:
@@ -91,11 +114,22 @@ class GstOpUploader {
     size_t bytes = 0;
     size_t rows = 0, row_bytes = 0, dst_pitch = 0, src_pitch = 0;
   };
-  // Enqueues `regions` after `wait`; returns the last write's event. With staging the sources
-  // are copied into a slot first and *host_done is set: the caller may release them at once.
-  // Otherwise *host_done is false and the sources must live until the event completes.
+  // Enqueues `regions` (whose sources lie in `source`'s maps) after `wait`; returns the last
+  // write's event. The uploader takes `source`: with staging the bytes are copied into a slot
+  // and it is released before this returns; otherwise it is released by the write's completion
+  // callback. On failure it is released after the queue finished what was enqueued.
   op::StatusOr<op::cl::EventHandle> Write(const std::vector<Region> &regions,
-                                          const op::cl::EventList &wait, bool *host_done);
+                                          const op::cl::EventList &wait,
+                                          std::unique_ptr<GstOpUploadSource> source);
+  // The common case: `bytes` bytes of one system memory to byte 0 of `dst`. Fails naming the
+  // sizes when the memory is smaller than `bytes`.
+  op::StatusOr<op::cl::EventHandle> WriteMemory(GstMemory *memory, size_t bytes, cl_mem dst,
+                                                const op::cl::EventList &wait);
+  // The same for a whole buffer (mapped as one range).
+  op::StatusOr<op::cl::EventHandle> WriteBuffer(GstBuffer *buffer, size_t bytes, cl_mem dst,
+                                                const op::cl::EventList &wait);
+  // Flushes the queue and waits until every source has been released (stop()).
+  void Drain();
 
   const GstOpUploadStats &stats() const { return stats_; }
   // The element already posted the fallback warning this run (an uploader made for new caps
@@ -111,6 +145,12 @@ class GstOpUploader {
   };
   op::Status EnsureSlots(size_t bytes);
   void DropSlots();
+  op::StatusOr<op::cl::EventHandle> WriteRegions(const std::vector<Region> &regions,
+                                                 const op::cl::EventList &wait);
+  op::StatusOr<op::cl::EventHandle> WriteOne(std::unique_ptr<GstOpUploadSource> source,
+                                             size_t bytes, cl_mem dst,
+                                             const op::cl::EventList &wait);
+  static void ReleaseSource(void *source, cl_int status);
 
   GstElement *element_;
   GstOpContext *ctx_;
@@ -121,6 +161,8 @@ class GstOpUploader {
   size_t next_slot_ = 0;
   bool fallback_warned_ = false;
   GstOpUploadStats stats_;
+  std::vector<Region> single_;  // WriteMemory's region (keeps its capacity between frames)
+  GstOpKeepAlive keep_alive_;   // sources the device still reads
 };
 
 // The stats as a GstStructure "GstOpUploadStats" with kebab-case fields (transfer full).

@@ -48,3 +48,65 @@ op::StatusOr<op::drive::Intrinsics> gst_op_camera_settings_resolve(
                         std::to_string(sensor.width) + "x" + std::to_string(sensor.height) +
                         " frames, these are " + size + fix);
 }
+
+// ---- settings strings ----------------------------------------------------------------------
+
+void GstOpSettingWarnings::Warn(GstElement *element, const std::string &text,
+                                const std::string &debug) {
+  GST_WARNING_OBJECT(element, "%s (%s)", text.c_str(), debug.c_str());
+  GstBus *bus = gst_element_get_bus(element);
+  if (bus) {
+    gst_object_unref(bus);
+    GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS, ("%s", text.c_str()), ("%s", debug.c_str()));
+    return;
+  }
+  std::lock_guard<std::mutex> guard(lock_);
+  deferred_.emplace_back(text, debug);
+}
+
+void GstOpSettingWarnings::Post(GstElement *element) {
+  std::vector<std::pair<std::string, std::string>> warnings;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    warnings.swap(deferred_);
+  }
+  for (const auto &[text, debug] : warnings)
+    GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS, ("%s", text.c_str()), ("%s", debug.c_str()));
+}
+
+GstOpSettingChange gst_op_camera_settings_parse_rpy(GstElement *element,
+                                                    GstOpSettingWarnings &warnings,
+                                                    const std::string &text, op::drive::Rpy *rpy) {
+  if (text.empty()) {
+    *rpy = {};
+    return GstOpSettingChange::kCleared;
+  }
+  auto parsed = op::drive::ParseRpy(text);
+  if (!parsed.ok()) {
+    warnings.Warn(element,
+                  "Ignoring the calibration \"" + text +
+                      "\": expected \"roll,pitch,yaw\" in radians; the previous calibration stays",
+                  parsed.status().ToString());
+    return GstOpSettingChange::kRefused;
+  }
+  *rpy = *parsed;
+  return GstOpSettingChange::kSet;
+}
+
+GstOpSettingChange gst_op_camera_settings_parse_intrinsics(GstElement *element,
+                                                           GstOpSettingWarnings &warnings,
+                                                           const std::string &text,
+                                                           op::drive::Intrinsics *intrinsics) {
+  if (text.empty())
+    return GstOpSettingChange::kCleared;
+  auto parsed = op::drive::ParseIntrinsics(text);
+  if (!parsed.ok()) {
+    warnings.Warn(element,
+                  "Ignoring the intrinsics \"" + text +
+                      "\": expected \"fx,fy,cx,cy\" in pixels; the previous value stays",
+                  parsed.status().ToString());
+    return GstOpSettingChange::kRefused;
+  }
+  *intrinsics = *parsed;
+  return GstOpSettingChange::kSet;
+}

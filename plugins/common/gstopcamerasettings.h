@@ -1,11 +1,17 @@
-// The camera settings opwarp and opoverlay share: the `device-type` enum and the resolution of
-// the camera model (intrinsics) for a frame size from `device-type`, the camera and `intrinsics`.
-// The maths is gst/drive's (PresetIntrinsics); this is only the GEnum and the user's wording.
+// The camera settings opwarp and opoverlay share: the `device-type` enum, the resolution of the
+// camera model (intrinsics) for a frame size from `device-type`, the camera and `intrinsics`, and
+// the parsing of the `rpy` and `intrinsics` strings with the warning a refused one gets.
+// The maths is gst/drive's (PresetIntrinsics, ParseRpy); this is the GObject side and the user's
+// wording.
 #pragma once
 
 #include <gst/gst.h>
 
+#include <mutex>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "drive/camera.h"
 
@@ -29,3 +35,30 @@ G_END_DECLS
 op::StatusOr<op::drive::Intrinsics> gst_op_camera_settings_resolve(
     GstOpDeviceType device, op::drive::CameraRole role,
     const std::optional<op::drive::Intrinsics> &intrinsics, int width, int height);
+
+// Warnings about refused settings (RESOURCE/SETTINGS). An element without a bus yet (gst-launch
+// sets properties while parsing the pipeline) keeps them until Post() at start, so none is lost.
+class GstOpSettingWarnings {
+ public:
+  void Warn(GstElement *element, const std::string &text, const std::string &debug);
+  // start(): posts what was kept.
+  void Post(GstElement *element);
+
+ private:
+  std::mutex lock_;
+  std::vector<std::pair<std::string, std::string>> deferred_;
+};
+
+// What a settings string did: cleared the setting (""), set it, or was refused with a warning
+// (the previous value stays).
+enum class GstOpSettingChange { kCleared, kSet, kRefused };
+
+// The `rpy` property: "roll,pitch,yaw" in radians.
+GstOpSettingChange gst_op_camera_settings_parse_rpy(GstElement *element,
+                                                    GstOpSettingWarnings &warnings,
+                                                    const std::string &text, op::drive::Rpy *rpy);
+// The `intrinsics` property: "fx,fy,cx,cy" in pixels.
+GstOpSettingChange gst_op_camera_settings_parse_intrinsics(GstElement *element,
+                                                           GstOpSettingWarnings &warnings,
+                                                           const std::string &text,
+                                                           op::drive::Intrinsics *intrinsics);

@@ -24,6 +24,7 @@
 
 #include <vector>
 
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -81,7 +82,7 @@ static void gst_op_tensor_host_pool_init(GstOpTensorHostPool *self) {
 // ---- the element --------------------------------------------------------------------------
 
 namespace {
-struct State {
+struct Impl {
   bool is_video = false;
   GstVideoInfo caps_info;
   GstOpTensorInfo tensors;
@@ -93,7 +94,7 @@ struct State {
 
 struct _GstOpClDownload {
   GstOpBaseFilter parent;
-  State *state;
+  Impl *impl;
 };
 
 G_DEFINE_TYPE(GstOpClDownload, gst_op_cl_download, GST_TYPE_OP_BASE_FILTER)
@@ -123,7 +124,7 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
   return out;
 }
 
-static void DropPool(State &st) {
+static void DropPool(Impl &st) {
   if (st.pool)
     gst_buffer_pool_set_active(st.pool, FALSE);
   gst_clear_object(&st.pool);
@@ -131,7 +132,7 @@ static void DropPool(State &st) {
 
 static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
   auto *self = GST_OP_CL_DOWNLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   DropPool(st);
   const GstStructure *s = gst_caps_get_structure(incaps, 0);
   if (gst_op_structure_is_tensors(s)) {
@@ -162,19 +163,19 @@ static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
   if (gst_op_caps_is_op_memory(caps))  // passthrough of OpenCL memory
     return GST_BASE_TRANSFORM_CLASS(gst_op_cl_download_parent_class)
         ->decide_allocation(trans, query);
-  self->state->downstream_video_meta =
+  self->impl->downstream_video_meta =
       gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, nullptr);
   // Output buffers come from our own pool, laid out like the input; a downstream pool could
   // only give the packed layout.
   while (gst_query_get_n_allocation_pools(query) > 0)
     gst_query_remove_nth_allocation_pool(query, 0);
   GST_DEBUG_OBJECT(self, "downstream %s GstVideoMeta",
-                   self->state->downstream_video_meta ? "accepts" : "does not accept");
+                   self->impl->downstream_video_meta ? "accepts" : "does not accept");
   return TRUE;
 }
 
 static GstBufferPool *MakePool(GstOpClDownload *self, gsize size) {
-  State &st = *self->state;
+  Impl &st = *self->impl;
   GstBufferPool *pool;
   if (st.is_video) {
     pool = gst_buffer_pool_new();
@@ -196,7 +197,7 @@ static GstBufferPool *MakePool(GstOpClDownload *self, gsize size) {
 static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inbuf,
                                          GstBuffer **outbuf) {
   auto *self = GST_OP_CL_DOWNLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   if (gst_base_transform_is_passthrough(trans)) {
     *outbuf = inbuf;
     return GST_FLOW_OK;
@@ -241,8 +242,8 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
 }
 
 static GstFlowReturn Fail(GstOpClDownload *self, const op::Status &status) {
-  GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not download from the OpenCL device"),
-                    ("%s", status.ToString().c_str()));
+  GST_OP_ELEMENT_ERROR_STATUS(self, status, RESOURCE, READ,
+                              ("Could not download from the OpenCL device"));
   return GST_FLOW_ERROR;
 }
 
@@ -262,7 +263,7 @@ static op::Status DeviceRegion(GstBuffer *buffer, guint idx, cl_mem *mem, gsize 
 static op::StatusOr<op::cl::EventHandle> EnqueueReads(GstOpClDownload *self, op::cl::Queue &queue,
                                                       GstBuffer *inbuf, GstBuffer *outbuf,
                                                       std::vector<GstMapInfo> &maps) {
-  State &st = *self->state;
+  Impl &st = *self->impl;
   op::cl::EventList wait;
   if (!gst_op_buffer_add_write_events(inbuf, &wait))
     return op::Internal("too many producer events to wait for");
@@ -336,13 +337,13 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
 }
 
 static void Close(GstOpBaseFilter *base) {
-  DropPool(*GST_OP_CL_DOWNLOAD(base)->state);
+  DropPool(*GST_OP_CL_DOWNLOAD(base)->impl);
 }
 
 static void Finalize(GObject *object) {
   auto *self = GST_OP_CL_DOWNLOAD(object);
-  DropPool(*self->state);
-  delete self->state;
+  DropPool(*self->impl);
+  delete self->impl;
   G_OBJECT_CLASS(gst_op_cl_download_parent_class)->finalize(object);
 }
 
@@ -372,7 +373,7 @@ static void gst_op_cl_download_class_init(GstOpClDownloadClass *klass) {
 }
 
 static void gst_op_cl_download_init(GstOpClDownload *self) {
-  self->state = new State();
-  gst_video_info_init(&self->state->caps_info);
-  gst_video_info_init(&self->state->pool_layout);
+  self->impl = new Impl();
+  gst_video_info_init(&self->impl->caps_info);
+  gst_video_info_init(&self->impl->pool_layout);
 }

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <vector>
 
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
@@ -60,14 +61,7 @@ static GstStaticPadTemplate src_template =
     GST_STATIC_PAD_TEMPLATE("src", GST_PAD_SRC, GST_PAD_ALWAYS, GST_STATIC_CAPS(OP_CL_CAPS_STR));
 
 namespace {
-// An input buffer the device is still reading from: released by the copy's event callback.
-struct Pending {
-  GstOpClUpload *self;
-  GstBuffer *buffer;
-  std::vector<GstMapInfo> maps;
-};
-
-struct State {
+struct Impl {
   // Negotiated input.
   bool is_video = false;
   bool dmabuf = false;  // memory:DMABuf video
@@ -75,11 +69,6 @@ struct State {
   GstOpTensorInfo tensors;
   // The pool output frames come from, laid out like the input (replaced when it changes).
   GstBufferPool *pool = nullptr;
-
-  // Input buffers whose copies are still in flight; stop() waits for them.
-  std::mutex lock;
-  std::condition_variable idle;
-  int in_flight = 0;
 
   // Imports and uploads, made per caps (set_caps) and dropped in stop().
   // Guards uploader, stats and force_staging. Recursive: a bus sync handler may read `stats`
@@ -95,7 +84,7 @@ struct State {
 
 struct _GstOpClUpload {
   GstOpBaseFilter parent;
-  State *state;
+  Impl *impl;
 };
 
 enum { PROP_0, PROP_FORCE_STAGING, PROP_STATS };
@@ -147,7 +136,7 @@ static void AddStats(GstOpUploadStats &sum, const GstOpUploadStats &s) {
 
 static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outcaps) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   const GstStructure *s = gst_caps_get_structure(incaps, 0);
   if (gst_op_structure_is_tensors(s)) {
     auto info = gst_op_tensor_info_from_caps(incaps);
@@ -184,7 +173,7 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   return TRUE;
 }
 
-static void ReplacePool(State &st, GstBufferPool *pool) {
+static void ReplacePool(Impl &st, GstBufferPool *pool) {
   if (st.pool && st.pool != pool)
     gst_buffer_pool_set_active(st.pool, FALSE);
   gst_clear_object(&st.pool);
@@ -198,7 +187,7 @@ static gboolean DecideAllocation(GstBaseTransform *trans, GstQuery *query) {
   GstBufferPool *pool = nullptr;
   if (gst_query_get_n_allocation_pools(query) > 0)
     gst_query_parse_nth_allocation_pool(query, 0, &pool, nullptr, nullptr, nullptr);
-  ReplacePool(*self->state, pool);  // GstBaseTransform activates it
+  ReplacePool(*self->impl, pool);  // GstBaseTransform activates it
   return TRUE;
 }
 
@@ -225,7 +214,7 @@ static GstBufferPool *PoolForLayout(GstOpClUpload *self, const GstVideoInfo &lay
 static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inbuf,
                                          GstBuffer **outbuf) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   if (gst_base_transform_is_passthrough(trans)) {
     *outbuf = inbuf;
     return GST_FLOW_OK;
@@ -249,8 +238,8 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
       std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
       auto imported = st.uploader->Import(inbuf, layout);
       if (!imported.ok()) {
-        GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not import a DMABuf frame"),
-                          ("%s", imported.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, imported.status(), RESOURCE, READ,
+                                    ("Could not import a DMABuf frame"));
         return GST_FLOW_ERROR;
       }
       if (*imported) {
@@ -290,32 +279,18 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inb
   return GST_FLOW_OK;
 }
 
-// Runs on a driver thread once the device has read the input: gives the buffer back.
-static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
-  auto *pending = static_cast<Pending *>(data);
-  State &st = *pending->self->state;
-  if (status < 0)
-    GST_WARNING_OBJECT(pending->self, "upload failed on the device: %d", status);
-  for (GstMapInfo &map : pending->maps)
-    gst_buffer_unmap(pending->buffer, &map);
-  gst_buffer_unref(pending->buffer);
-  delete pending;
-  std::lock_guard<std::mutex> guard(st.lock);
-  if (--st.in_flight == 0)
-    st.idle.notify_all();
-}
-
 static GstFlowReturn Fail(GstOpClUpload *self, const op::Status &status, const char *what) {
-  GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not upload the %s to the OpenCL device", what),
-                    ("%s", status.ToString().c_str()));
+  GST_OP_ELEMENT_ERROR_STATUS(self, status, RESOURCE, WRITE,
+                              ("Could not upload the %s to the OpenCL device", what));
   return GST_FLOW_ERROR;
 }
 
-// Enqueues the copies of `pending`'s mapped input into `outbuf` through the uploader; returns
-// the last event and sets *host_done when the input's bytes are no longer needed.
+// Enqueues the copies of `source`'s mapped input into `outbuf` through the uploader, which
+// keeps the input until the device has read it; returns the last event.
 static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstBuffer *outbuf,
-                                                       Pending &pending, bool *host_done) {
-  State &st = *self->state;
+                                                       std::unique_ptr<GstOpUploadSource> source) {
+  const GstOpUploadSource &pending = *source;
+  Impl &st = *self->impl;
   op::cl::EventList wait;
   gst_op_buffer_add_write_events(outbuf, &wait);
   // One region per plane or tensor, in a vector that keeps its capacity between frames.
@@ -378,19 +353,13 @@ static op::StatusOr<op::cl::EventHandle> EnqueueCopies(GstOpClUpload *self, GstB
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   if (!st.uploader)
     return op::Internal("no caps were set before the first buffer");
-  return st.uploader->Write(regions, wait, host_done);
+  return st.uploader->Write(regions, wait, std::move(source));
 }
 
-// Maps the input for reading into `pending`; checks its size against the caps.
-static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, Pending &pending) {
-  State &st = *self->state;
-  auto map_range = [&](guint idx, gint length) -> op::Status {
-    GstMapInfo info;
-    if (!gst_buffer_map_range(inbuf, idx, length, &info, GST_MAP_READ))
-      return op::IoError("could not map the input buffer for reading");
-    pending.maps.push_back(info);
-    return op::Status::Ok();
-  };
+// Maps the input for reading into `source`; checks its size against the caps.
+static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, GstOpUploadSource &source) {
+  Impl &st = *self->impl;
+  auto map_range = [&](guint idx, gint length) { return source.MapRange(idx, length); };
   // A frame in several memories is merged by the map (GstVideoMeta offsets are buffer offsets).
   if (st.is_video)
     return map_range(0, -1);
@@ -415,66 +384,35 @@ static op::Status MapInput(GstOpClUpload *self, GstBuffer *inbuf, Pending &pendi
 
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_CL_UPLOAD(trans);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   if (st.imported) {
     st.imported = false;  // prepare_output_buffer made outbuf from the input itself
     return GST_FLOW_OK;
   }
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
-  auto *pending = new Pending{self, gst_buffer_ref(inbuf), {}};
-  auto release_now = [&]() {
-    for (GstMapInfo &map : pending->maps)
-      gst_buffer_unmap(pending->buffer, &map);
-    gst_buffer_unref(pending->buffer);
-    delete pending;
-  };
-  op::Status mapped = MapInput(self, inbuf, *pending);
+  auto source = std::make_unique<GstOpUploadSource>(inbuf);
+  op::Status mapped = MapInput(self, inbuf, *source);
   if (!mapped.ok()) {
-    release_now();
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input buffer does not match its caps"),
-                      ("%s", mapped.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, mapped, STREAM, FORMAT,
+                                ("Input buffer does not match its caps"));
     return GST_FLOW_ERROR;
   }
-  bool host_done = false;
-  auto last = EnqueueCopies(self, outbuf, *pending, &host_done);
+  auto last = EnqueueCopies(self, outbuf, std::move(source));
   op::Status flushed = last.ok() ? queue.Flush() : last.status();
-  if (!flushed.ok()) {
-    // Nothing may still read the input: wait for what was enqueued before releasing it.
-    (void)queue.Finish();
-    release_now();
+  if (!flushed.ok())
     return Fail(self, flushed, st.is_video ? "frame" : "tensors");
-  }
   gst_op_buffer_set_write_event(outbuf, last->get());
-  if (host_done) {
-    // Staged: the bytes are in a pinned slot already; the input can go back upstream now.
-    release_now();
-    return GST_FLOW_OK;
-  }
-  {
-    std::lock_guard<std::mutex> guard(st.lock);
-    st.in_flight++;
-  }
-  cl_int err = clSetEventCallback(last->get(), CL_COMPLETE, ReleaseInput, pending);
-  if (err != CL_SUCCESS) {
-    // Without a callback the only safe release is after the copy is done.
-    (void)op::cl::WaitForEvent(last->get());
-    ReleaseInput(last->get(), CL_COMPLETE, pending);
-  }
   return GST_FLOW_OK;
 }
 
-// Waits until the device has released every input buffer (the queue is flushed after each
-// frame, so each callback comes).
+// Dropping the uploader waits until the device has released every input buffer.
 static void Close(GstOpBaseFilter *base) {
   auto *self = GST_OP_CL_UPLOAD(base);
-  State &st = *self->state;
+  Impl &st = *self->impl;
   GstOpContext *ctx = gst_op_base_filter_get_context(base);
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  std::unique_lock<std::mutex> guard(st.lock);
-  st.idle.wait(guard, [&] { return st.in_flight == 0; });
-  guard.unlock();
   {
     std::lock_guard<std::recursive_mutex> uploader_guard(st.uploader_lock);
     if (st.uploader)
@@ -486,14 +424,14 @@ static void Close(GstOpBaseFilter *base) {
 
 // Counting starts again with each run.
 static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
-  State &st = *GST_OP_CL_UPLOAD(base)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(base)->impl;
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   st.stats = GstOpUploadStats();
   return TRUE;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
-  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(object)->impl;
   switch (prop_id) {
     case PROP_FORCE_STAGING: {
       std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
@@ -506,7 +444,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
 }
 
 static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec) {
-  State &st = *GST_OP_CL_UPLOAD(object)->state;
+  Impl &st = *GST_OP_CL_UPLOAD(object)->impl;
   std::lock_guard<std::recursive_mutex> guard(st.uploader_lock);
   switch (prop_id) {
     case PROP_FORCE_STAGING:
@@ -526,8 +464,8 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
 
 static void Finalize(GObject *object) {
   auto *self = GST_OP_CL_UPLOAD(object);
-  gst_clear_object(&self->state->pool);
-  delete self->state;
+  gst_clear_object(&self->impl->pool);
+  delete self->impl;
   G_OBJECT_CLASS(gst_op_cl_upload_parent_class)->finalize(object);
 }
 
@@ -576,6 +514,6 @@ static void gst_op_cl_upload_class_init(GstOpClUploadClass *klass) {
 }
 
 static void gst_op_cl_upload_init(GstOpClUpload *self) {
-  self->state = new State();
-  gst_video_info_init(&self->state->caps_info);
+  self->impl = new Impl();
+  gst_video_info_init(&self->impl->caps_info);
 }

@@ -55,6 +55,7 @@
 #include "drive/fill.h"
 #include "drive/log_io.h"
 #include "drive/parse.h"
+#include "op/gstoperror.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 
@@ -109,20 +110,9 @@ struct CapsState {
   GstOpTensorInfo info;
   std::vector<size_t> base;  // offset of each tensor in `raw`, in floats
   std::vector<float> raw;
+  std::vector<uint16_t> half;  // a float16 tensor before conversion
   std::optional<OutputParser> parser;
 };
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
-  float value;
-  if (exponent == 0)
-    value = std::ldexp(static_cast<float>(mantissa), -24);  // zero and subnormals
-  else if (exponent == 31)
-    value = mantissa ? NAN : INFINITY;
-  else
-    value = std::ldexp(static_cast<float>(mantissa | 0x400), static_cast<int>(exponent) - 25);
-  return sign ? -value : value;
-}
 
 uint64_t MonotonicNs() {
   timespec ts;
@@ -132,7 +122,7 @@ uint64_t MonotonicNs() {
 
 }  // namespace
 
-struct GstOpMsgSinkPrivate {
+struct Impl {
   std::mutex lock;  // guards settings (properties may change from any thread)
   Settings settings;
 
@@ -157,7 +147,7 @@ struct GstOpMsgSinkPrivate {
 
 struct _GstOpMsgSink {
   GstBaseSink parent;
-  GstOpMsgSinkPrivate *priv;
+  Impl *impl;
 };
 
 G_DEFINE_TYPE(GstOpMsgSink, gst_op_msg_sink, GST_TYPE_BASE_SINK)
@@ -204,11 +194,10 @@ static GType gst_op_lane_change_direction_get_type() {
   return type;
 }
 
-static void gst_op_msg_sink_set_property(GObject *object, guint id, const GValue *value,
-                                         GParamSpec *pspec) {
+static void SetProperty(GObject *object, guint id, const GValue *value, GParamSpec *pspec) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(object);
-  std::lock_guard<std::mutex> guard(self->priv->lock);
-  Settings &s = self->priv->settings;
+  std::lock_guard<std::mutex> guard(self->impl->lock);
+  Settings &s = self->impl->settings;
   switch (id) {
     case PROP_LOCATION: {
       const char *v = g_value_get_string(value);
@@ -250,11 +239,10 @@ static void gst_op_msg_sink_set_property(GObject *object, guint id, const GValue
   }
 }
 
-static void gst_op_msg_sink_get_property(GObject *object, guint id, GValue *value,
-                                         GParamSpec *pspec) {
+static void GetProperty(GObject *object, guint id, GValue *value, GParamSpec *pspec) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(object);
-  std::lock_guard<std::mutex> guard(self->priv->lock);
-  const Settings &s = self->priv->settings;
+  std::lock_guard<std::mutex> guard(self->impl->lock);
+  const Settings &s = self->impl->settings;
   switch (id) {
     case PROP_LOCATION:
       g_value_set_string(value, s.location.empty() ? nullptr : s.location.c_str());
@@ -287,43 +275,43 @@ static void gst_op_msg_sink_get_property(GObject *object, guint id, GValue *valu
       g_value_set_boolean(value, s.publish);
       break;
     case PROP_MESSAGES:
-      g_value_set_uint64(value, self->priv->messages);
+      g_value_set_uint64(value, self->impl->messages);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
 }
 
-static void ClosePublisher(GstOpMsgSinkPrivate *priv) {
+static void ClosePublisher(Impl *impl) {
 #ifdef OP_HAVE_ZMQ
-  for (void *&socket : priv->zmq_sockets) {
+  for (void *&socket : impl->zmq_sockets) {
     if (socket)
       zmq_close(socket);
     socket = nullptr;
   }
-  if (priv->zmq_context)
-    zmq_ctx_term(priv->zmq_context);
-  priv->zmq_context = nullptr;
+  if (impl->zmq_context)
+    zmq_ctx_term(impl->zmq_context);
+  impl->zmq_context = nullptr;
 #else
-  (void)priv;
+  (void)impl;
 #endif
 }
 
 static gboolean OpenPublisher(GstOpMsgSink *self) {
 #ifdef OP_HAVE_ZMQ
-  GstOpMsgSinkPrivate *priv = self->priv;
-  priv->zmq_context = zmq_ctx_new();
-  if (!priv->zmq_context) {
+  Impl *impl = self->impl;
+  impl->zmq_context = zmq_ctx_new();
+  if (!impl->zmq_context) {
     GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("Could not start ZMQ for publishing."),
                       ("zmq_ctx_new: %s", zmq_strerror(zmq_errno())));
     return FALSE;
   }
   for (int i = 0; i < 3; i++) {
-    if (!(priv->services & kServices[i]))
+    if (!(impl->services & kServices[i]))
       continue;
     const char *name = ServiceName(kServices[i]);
     std::string endpoint = "tcp://127.0.0.1:" + std::to_string(BridgePort(name));
-    void *socket = zmq_socket(priv->zmq_context, ZMQ_PUB);
+    void *socket = zmq_socket(impl->zmq_context, ZMQ_PUB);
     int linger = 0;  // stop() must not wait for subscribers that went away
     if (socket)
       zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof(linger));
@@ -334,10 +322,10 @@ static gboolean OpenPublisher(GstOpMsgSink *self) {
           ("zmq_bind: %s", zmq_strerror(zmq_errno())));
       if (socket)
         zmq_close(socket);
-      ClosePublisher(priv);
+      ClosePublisher(impl);
       return FALSE;
     }
-    priv->zmq_sockets[i] = socket;
+    impl->zmq_sockets[i] = socket;
     GST_INFO_OBJECT(self, "publishing %s on %s", name, endpoint.c_str());
   }
   return TRUE;
@@ -348,71 +336,68 @@ static gboolean OpenPublisher(GstOpMsgSink *self) {
 #endif
 }
 
-static gboolean gst_op_msg_sink_start(GstBaseSink *sink) {
+static gboolean Start(GstBaseSink *sink) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
-  GstOpMsgSinkPrivate *priv = self->priv;
+  Impl *impl = self->impl;
   Settings settings;
   {
-    std::lock_guard<std::mutex> guard(priv->lock);
-    settings = priv->settings;
-    priv->messages = 0;
+    std::lock_guard<std::mutex> guard(impl->lock);
+    settings = impl->settings;
+    impl->messages = 0;
   }
   auto services = ParseServices(settings.services);
   if (!services.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
-                      ("Invalid services \"%s\".", settings.services.c_str()),
-                      ("%s", services.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, services.status(), RESOURCE, SETTINGS,
+                                ("Invalid services \"%s\".", settings.services.c_str()));
     return FALSE;
   }
-  priv->services = *services;
-  priv->filler.Reset();
-  priv->drop_filter.Reset();
-  priv->frames_without_meta = 0;
+  impl->services = *services;
+  impl->filler.Reset();
+  impl->drop_filter.Reset();
+  impl->frames_without_meta = 0;
   if (!settings.location.empty()) {
     auto writer = LogWriter::Open(settings.location);
     if (!writer.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_WRITE,
-                        ("Could not open log file \"%s\" for writing.", settings.location.c_str()),
-                        ("%s", writer.status().ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(
+          self, writer.status(), RESOURCE, OPEN_WRITE,
+          ("Could not open log file \"%s\" for writing.", settings.location.c_str()));
       return FALSE;
     }
-    priv->writer = std::move(*writer);
+    impl->writer = std::move(*writer);
   }
   if (settings.publish && !OpenPublisher(self)) {
-    priv->writer.reset();
+    impl->writer.reset();
     return FALSE;
   }
   return TRUE;
 }
 
-static gboolean gst_op_msg_sink_stop(GstBaseSink *sink) {
+static gboolean Stop(GstBaseSink *sink) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
-  GstOpMsgSinkPrivate *priv = self->priv;
+  Impl *impl = self->impl;
   gboolean ok = TRUE;
-  if (priv->writer) {
+  if (impl->writer) {
     // Ends the zstd stream: a stop mid-stream still leaves a complete log.
-    op::Status st = priv->writer->Close();
+    op::Status st = impl->writer->Close();
     if (!st.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, CLOSE, ("Could not finish the log file."),
-                        ("%s", st.ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, CLOSE, ("Could not finish the log file."));
       ok = FALSE;
     }
-    priv->writer.reset();
+    impl->writer.reset();
   }
-  ClosePublisher(priv);
-  priv->caps.reset();
-  gst_caps_replace(&priv->rejected_caps, nullptr);
+  ClosePublisher(impl);
+  impl->caps.reset();
+  gst_caps_replace(&impl->rejected_caps, nullptr);
   return ok;
 }
 
 // Builds the per-caps state, or posts an error naming what is wrong and returns FALSE.
 static gboolean ConfigureCaps(GstOpMsgSink *self, GstCaps *caps) {
-  GstOpMsgSinkPrivate *priv = self->priv;
+  Impl *impl = self->impl;
   auto info = gst_op_tensor_info_from_caps(caps);
   if (!info.ok()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
-                      ("The input is not a tensor stream opmsgsink reads."),
-                      ("%s", info.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), CORE, NEGOTIATION,
+                                ("The input is not a tensor stream opmsgsink reads."));
     return FALSE;
   }
   auto state = std::make_unique<CapsState>();
@@ -444,7 +429,7 @@ static gboolean ConfigureCaps(GstOpMsgSink *self, GstCaps *caps) {
     table.push_back({s.name, state->base[index] + static_cast<size_t>(s.start),
                      state->base[index] + static_cast<size_t>(s.end)});
   }
-  auto parser = OutputParser::Create(table, total, priv->services);
+  auto parser = OutputParser::Create(table, total, impl->services);
   if (!parser.ok()) {
     GST_ELEMENT_ERROR(self, CORE, NEGOTIATION,
                       ("The network output lacks what the requested messages need: %s",
@@ -454,22 +439,22 @@ static gboolean ConfigureCaps(GstOpMsgSink *self, GstCaps *caps) {
   }
   state->parser.emplace(std::move(*parser));
   state->raw.resize(total);
-  priv->caps = std::move(state);
+  impl->caps = std::move(state);
   GST_DEBUG_OBJECT(self, "reading %zu floats in %zu tensors", total,
-                   priv->caps->info.tensors.size());
+                   impl->caps->info.tensors.size());
   return TRUE;
 }
 
-static gboolean gst_op_msg_sink_set_caps(GstBaseSink *sink, GstCaps *caps) {
-  GstOpMsgSinkPrivate *priv = GST_OP_MSG_SINK(sink)->priv;
+static gboolean SetCaps(GstBaseSink *sink, GstCaps *caps) {
+  Impl *impl = GST_OP_MSG_SINK(sink)->impl;
   // Upstream offers the same caps again with every buffer; one error about them is enough.
-  if (priv->rejected_caps && gst_caps_is_equal(priv->rejected_caps, caps))
+  if (impl->rejected_caps && gst_caps_is_equal(impl->rejected_caps, caps))
     return FALSE;
   if (ConfigureCaps(GST_OP_MSG_SINK(sink), caps)) {
-    gst_caps_replace(&priv->rejected_caps, nullptr);
+    gst_caps_replace(&impl->rejected_caps, nullptr);
     return TRUE;
   }
-  gst_caps_replace(&priv->rejected_caps, caps);
+  gst_caps_replace(&impl->rejected_caps, caps);
   return FALSE;
 }
 
@@ -482,49 +467,30 @@ static GstFlowReturn GatherTensors(GstOpMsgSink *self, GstBuffer *buffer, CapsSt
     return GST_FLOW_ERROR;
   }
   for (size_t i = 0; i < tensors.size(); i++) {
-    GstMemory *mem = gst_buffer_peek_memory(buffer, i);
-    GstMapInfo map;
-    if (!gst_memory_map(mem, &map, GST_MAP_READ)) {
-      GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Could not read a tensor."),
-                        ("mapping tensor \"%s\" failed", tensors[i].name.c_str()));
+    // Read through the queue, not host-mapped: opoverlay may read the same buffer from a tee.
+    op::Status read = gst_op_tensor_read_floats(gst_buffer_peek_memory(buffer, i), tensors[i],
+                                                state->raw.data() + state->base[i], &state->half);
+    if (!read.ok()) {
+      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not read a tensor."),
+                        ("tensor \"%s\": %s", tensors[i].name.c_str(), read.ToString().c_str()));
       return GST_FLOW_ERROR;
     }
-    const size_t n = static_cast<size_t>(tensors[i].elements());
-    if (map.size < tensors[i].bytes()) {
-      gst_memory_unmap(mem, &map);
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("A tensor is truncated."),
-                        ("tensor \"%s\" has %zu bytes, its caps say %zu", tensors[i].name.c_str(),
-                         static_cast<size_t>(map.size), static_cast<size_t>(tensors[i].bytes())));
-      return GST_FLOW_ERROR;
-    }
-    float *dst = state->raw.data() + state->base[i];
-    if (tensors[i].type == GstOpTensorType::kFloat32) {
-      std::memcpy(dst, map.data, n * sizeof(float));
-    } else {
-      const uint8_t *src = map.data;
-      for (size_t k = 0; k < n; k++) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * k, 2);
-        dst[k] = HalfToFloat(h);
-      }
-    }
-    gst_memory_unmap(mem, &map);
   }
   return GST_FLOW_OK;
 }
 
-static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer) {
+static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
-  GstOpMsgSinkPrivate *priv = self->priv;
-  CapsState *state = priv->caps.get();
+  Impl *impl = self->impl;
+  CapsState *state = impl->caps.get();
   if (!state)
     return GST_FLOW_NOT_NEGOTIATED;
   const uint64_t parse_start = MonotonicNs();
 
   Settings settings;
   {
-    std::lock_guard<std::mutex> guard(priv->lock);
-    settings = priv->settings;
+    std::lock_guard<std::mutex> guard(impl->lock);
+    settings = impl->settings;
   }
 
   FrameInfo frame;
@@ -541,12 +507,12 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
         upstream_ns += meta->stage_ns[s];
   } else {
     // Without provenance the frames are counted; nothing says a calibration was seen.
-    frame.frame_id = frame.frame_id_extra = priv->frames_without_meta++;
+    frame.frame_id = frame.frame_id_extra = impl->frames_without_meta++;
     if (GST_BUFFER_PTS_IS_VALID(buffer))
       frame.timestamp_eof = GST_BUFFER_PTS(buffer);
   }
-  priv->drop_filter.Update(frame.dropped_frames);
-  frame.frame_drop_perc = priv->drop_filter.Percent();
+  impl->drop_filter.Update(frame.dropped_frames);
+  frame.frame_drop_perc = impl->drop_filter.Percent();
   if (frame.dropped_frames > 0) {
     // openpilot warps such a frame but neither runs the networks nor publishes.
     GST_LOG_OBJECT(self, "frame %u follows %u dropped frames: no messages", frame.frame_id,
@@ -557,13 +523,12 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
   GstFlowReturn ret = GatherTensors(self, buffer, state);
   if (ret != GST_FLOW_OK)
     return ret;
-  op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &priv->parsed);
+  op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &impl->parsed);
   if (!st.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not parse the network output."),
-                      ("%s", st.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not parse the network output."));
     return GST_FLOW_ERROR;
   }
-  const FrameDecisions decisions = priv->filler.Step(priv->parsed, frame, settings.car);
+  const FrameDecisions decisions = impl->filler.Step(impl->parsed, frame, settings.car);
   // Stream mode keeps only the upstream stage times (carried in the meta), so that a replay of
   // the same buffers writes the same bytes; clock mode adds this element's own parse time.
   if (settings.timestamps == GST_OP_MSG_SINK_TIMESTAMPS_STREAM) {
@@ -578,20 +543,20 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
 
   for (int i = 0; i < 3; i++) {
     const Service service = kServices[i];
-    if (!(priv->services & service))
+    if (!(impl->services & service))
       continue;
     // Cap'n Proto reports a bug of ours as an exception; it must not leave the element.
     kj::Maybe<kj::Exception> failure = kj::runCatchingExceptions([&]() {
-      std::fill(priv->scratch.begin(), priv->scratch.end(), capnp::word());
-      capnp::MallocMessageBuilder message(kj::arrayPtr(priv->scratch.data(), priv->scratch.size()));
+      std::fill(impl->scratch.begin(), impl->scratch.end(), capnp::word());
+      capnp::MallocMessageBuilder message(kj::arrayPtr(impl->scratch.data(), impl->scratch.size()));
       auto event = message.initRoot<op::msg::Event>();
       if (service == kServiceModelV2)
-        MessageFiller::FillModelV2(event, priv->parsed, frame, settings.car, decisions);
+        MessageFiller::FillModelV2(event, impl->parsed, frame, settings.car, decisions);
       else if (service == kServiceDrivingModelData)
-        MessageFiller::FillDrivingModelData(event, priv->parsed, frame, settings.car, decisions);
+        MessageFiller::FillDrivingModelData(event, impl->parsed, frame, settings.car, decisions);
       else
-        MessageFiller::FillCameraOdometry(event, priv->parsed, frame);
-      SerializeFlat(message, &priv->bytes);
+        MessageFiller::FillCameraOdometry(event, impl->parsed, frame);
+      SerializeFlat(message, &impl->bytes);
     });
     KJ_IF_MAYBE (e, failure) {
       GST_ELEMENT_ERROR(self, LIBRARY, FAILED,
@@ -599,50 +564,49 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
                         ("%s", e->getDescription().cStr()));
       return GST_FLOW_ERROR;
     }
-    if (priv->writer) {
-      st = priv->writer->Write(priv->bytes.data(), priv->bytes.size());
+    if (impl->writer) {
+      st = impl->writer->Write(impl->bytes.data(), impl->bytes.size());
       if (!st.ok()) {
-        GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not write to the log file."),
-                          ("%s", st.ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, WRITE,
+                                    ("Could not write to the log file."));
         return GST_FLOW_ERROR;
       }
     }
 #ifdef OP_HAVE_ZMQ
-    if (priv->zmq_sockets[i] &&
-        zmq_send(priv->zmq_sockets[i], priv->bytes.data(), priv->bytes.size(), ZMQ_DONTWAIT) < 0)
+    if (impl->zmq_sockets[i] &&
+        zmq_send(impl->zmq_sockets[i], impl->bytes.data(), impl->bytes.size(), ZMQ_DONTWAIT) < 0)
       GST_WARNING_OBJECT(self, "publishing %s failed: %s", ServiceName(service),
                          zmq_strerror(zmq_errno()));
 #endif
     if (settings.emit_signals) {
-      GBytes *bytes = g_bytes_new(priv->bytes.data(), priv->bytes.size());
+      GBytes *bytes = g_bytes_new(impl->bytes.data(), impl->bytes.size());
       g_signal_emit(self, signals[SIGNAL_MESSAGE], 0, ServiceName(service), bytes);
       g_bytes_unref(bytes);
     }
-    std::lock_guard<std::mutex> guard(priv->lock);
-    priv->messages++;
+    std::lock_guard<std::mutex> guard(impl->lock);
+    impl->messages++;
   }
-  if (priv->writer) {
+  if (impl->writer) {
     // Whole frames reach the file: a pipeline that dies leaves only complete messages.
-    st = priv->writer->Flush();
+    st = impl->writer->Flush();
     if (!st.ok()) {
-      GST_ELEMENT_ERROR(self, RESOURCE, WRITE, ("Could not write to the log file."),
-                        ("%s", st.ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, st, RESOURCE, WRITE, ("Could not write to the log file."));
       return GST_FLOW_ERROR;
     }
   }
   return GST_FLOW_OK;
 }
 
-static void gst_op_msg_sink_finalize(GObject *object) {
+static void Finalize(GObject *object) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(object);
-  ClosePublisher(self->priv);
-  gst_caps_replace(&self->priv->rejected_caps, nullptr);
-  delete self->priv;
+  ClosePublisher(self->impl);
+  gst_caps_replace(&self->impl->rejected_caps, nullptr);
+  delete self->impl;
   G_OBJECT_CLASS(gst_op_msg_sink_parent_class)->finalize(object);
 }
 
 static void gst_op_msg_sink_init(GstOpMsgSink *self) {
-  self->priv = new GstOpMsgSinkPrivate();
+  self->impl = new Impl();
   // Messages are made as buffers arrive; there is nothing to present at a clock time.
   gst_base_sink_set_sync(GST_BASE_SINK(self), FALSE);
 }
@@ -652,9 +616,9 @@ static void gst_op_msg_sink_class_init(GstOpMsgSinkClass *klass) {
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
   GstBaseSinkClass *sink_class = GST_BASE_SINK_CLASS(klass);
 
-  gobject_class->set_property = gst_op_msg_sink_set_property;
-  gobject_class->get_property = gst_op_msg_sink_get_property;
-  gobject_class->finalize = gst_op_msg_sink_finalize;
+  gobject_class->set_property = SetProperty;
+  gobject_class->get_property = GetProperty;
+  gobject_class->finalize = Finalize;
 
   const auto ready =
       (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
@@ -730,10 +694,10 @@ static void gst_op_msg_sink_class_init(GstOpMsgSinkClass *klass) {
       "gst-op");
   gst_element_class_add_static_pad_template(element_class, &sink_template);
 
-  sink_class->start = GST_DEBUG_FUNCPTR(gst_op_msg_sink_start);
-  sink_class->stop = GST_DEBUG_FUNCPTR(gst_op_msg_sink_stop);
-  sink_class->set_caps = GST_DEBUG_FUNCPTR(gst_op_msg_sink_set_caps);
-  sink_class->render = GST_DEBUG_FUNCPTR(gst_op_msg_sink_render);
+  sink_class->start = GST_DEBUG_FUNCPTR(Start);
+  sink_class->stop = GST_DEBUG_FUNCPTR(Stop);
+  sink_class->set_caps = GST_DEBUG_FUNCPTR(SetCaps);
+  sink_class->render = GST_DEBUG_FUNCPTR(Render);
 
   gst_type_mark_as_plugin_api(gst_op_msg_sink_timestamps_get_type(), (GstPluginAPIFlags)0);
   GST_DEBUG_CATEGORY_INIT(gst_op_msg_sink_debug, "opmsgsink", 0, "openpilot driving messages");

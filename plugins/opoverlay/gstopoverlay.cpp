@@ -60,15 +60,17 @@
 #include <vector>
 
 #include "common/gstopcamerasettings.h"
+#include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/fill.h"
 #include "drive/parse.h"
+#include "op/gstoplatency.h"
+#include "op/gstoperror.h"
 #include "op/gstopcontext.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 #include "opoverlay/groundtruth.h"
 #include "opoverlay/overlay_draw.h"
-#include "opwarp/gstopwarp.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_overlay_debug);
 #define GST_CAT_DEFAULT gst_op_overlay_debug
@@ -163,6 +165,7 @@ struct ModelLayout {
 struct Impl {
   std::mutex lock;
   Settings settings;
+  GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
 
   // Streaming thread only.
   std::unique_ptr<ModelLayout> model;
@@ -191,46 +194,25 @@ GST_ELEMENT_REGISTER_DEFINE(opoverlay, "opoverlay", GST_RANK_NONE, GST_TYPE_OP_O
 
 static void SetRpy(GstOpOverlay *self, const std::string &text) {
   Impl &impl = *self->impl;
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.rpy_string.clear();
-    impl.settings.rpy = {};
+  op::drive::Rpy rpy;
+  if (gst_op_camera_settings_parse_rpy(GST_ELEMENT(self), impl.warnings, text, &rpy) ==
+      GstOpSettingChange::kRefused)
     return;
-  }
-  auto rpy = op::drive::ParseRpy(text);
-  if (!rpy.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the calibration \"%s\": expected \"roll,pitch,yaw\" in radians; "
-                         "the previous calibration stays",
-                         text.c_str()),
-                        ("%s", rpy.status().ToString().c_str()));
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.rpy_string = text;
-  impl.settings.rpy = *rpy;
+  impl.settings.rpy = rpy;
 }
 
 static void SetIntrinsics(GstOpOverlay *self, const std::string &text) {
   Impl &impl = *self->impl;
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.intrinsics_string.clear();
-    impl.settings.intrinsics.reset();
+  op::drive::Intrinsics k;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_intrinsics(GST_ELEMENT(self), impl.warnings, text, &k);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto k = op::drive::ParseIntrinsics(text);
-  if (!k.ok()) {
-    GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS,
-                        ("Ignoring the intrinsics \"%s\": expected \"fx,fy,cx,cy\" in pixels; the "
-                         "previous value stays",
-                         text.c_str()),
-                        ("%s", k.status().ToString().c_str()));
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.intrinsics_string = text;
-  impl.settings.intrinsics = *k;
+  impl.settings.intrinsics = change == GstOpSettingChange::kSet ? std::optional(k) : std::nullopt;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
@@ -372,8 +354,8 @@ static gboolean NegotiatedSrcCaps(GstAggregator *agg, GstCaps *caps) {
 static bool SetModelCaps(GstOpOverlay *self, GstCaps *caps) {
   auto info = gst_op_tensor_info_from_caps(caps);
   if (!info.ok()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("The model input is not a tensor stream."),
-                      ("%s", info.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), CORE, NEGOTIATION,
+                                ("The model input is not a tensor stream."));
     return false;
   }
   auto layout = std::make_unique<ModelLayout>();
@@ -435,58 +417,6 @@ static bool SetModelCaps(GstOpOverlay *self, GstCaps *caps) {
   return true;
 }
 
-// IEEE half → float, for networks whose outputs stay float16.
-static float HalfToFloat(uint16_t h) {
-  const uint32_t sign = uint32_t(h >> 15) << 31;
-  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    exponent = 113;
-    while (!(mantissa & 0x400)) {
-      mantissa <<= 1;
-      exponent--;
-    }
-    bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-// The bytes of one tensor memory into `host`. Memory of the OpenCL allocator is read with a
-// queue read after its last writer, not host-mapped: a tee hands the same buffer to opmsgsink,
-// which maps it from its own thread, and two threads host-mapping one OpenCL buffer at once
-// crashed on PoCL (the overlay read through an unmapped pointer). Other memory is mapped.
-static op::Status ReadTensorMemory(GstMemory *mem, size_t bytes, uint8_t *host) {
-  if (mem->size < bytes)
-    return op::InvalidArgument("it has " + std::to_string(mem->size) + " bytes, its caps say " +
-                               std::to_string(bytes));
-  if (gst_is_op_memory(mem)) {
-    GstMapInfo info;
-    if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
-      return op::DeviceError("its OpenCL buffer is not reachable");
-    cl_mem buffer = gst_op_map_info_get_cl_mem(&info);
-    gst_memory_unmap(mem, &info);
-    op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
-    op::cl::Queue &queue = gst_op_context_get_queue(gst_op_memory_get_context(mem));
-    OP_ASSIGN_OR_RETURN(op::cl::EventHandle read,
-                        queue.Read(buffer, mem->offset, bytes, host, {writer.get()}));
-    // The frame is drawn on the host right after this, so waiting here is the point.
-    return op::cl::WaitForEvent(read.get());
-  }
-  GstMapInfo map;
-  if (!gst_memory_map(mem, &map, GST_MAP_READ))
-    return op::IoError("mapping it failed");
-  std::memcpy(host, map.data, bytes);
-  gst_memory_unmap(mem, &map);
-  return op::Status::Ok();
-}
-
 // Decodes one model buffer into *out (through the layout's float array).
 static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::ParsedOutputs *out) {
   ModelLayout *layout = self->impl->model.get();
@@ -502,26 +432,18 @@ static bool ParseModelBuffer(GstOpOverlay *self, GstBuffer *buffer, op::drive::P
     return false;
   }
   for (size_t i = 0; i < tensors.size(); i++) {
-    const size_t n = static_cast<size_t>(tensors[i].elements());
-    float *dst = layout->raw.data() + layout->base[i];
-    const bool half = tensors[i].type == GstOpTensorType::kFloat16;
-    if (half)
-      layout->half.resize(n);
-    uint8_t *host =
-        half ? reinterpret_cast<uint8_t *>(layout->half.data()) : reinterpret_cast<uint8_t *>(dst);
-    op::Status read = ReadTensorMemory(gst_buffer_peek_memory(buffer, i), tensors[i].bytes(), host);
+    op::Status read =
+        gst_op_tensor_read_floats(gst_buffer_peek_memory(buffer, i), tensors[i],
+                                  layout->raw.data() + layout->base[i], &layout->half);
     if (!read.ok()) {
       GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not read a model output tensor."),
                         ("tensor \"%s\": %s", tensors[i].name.c_str(), read.ToString().c_str()));
       return false;
     }
-    for (size_t k = 0; half && k < n; k++)
-      dst[k] = HalfToFloat(layout->half[k]);
   }
   op::Status st = layout->parser->Parse(layout->raw.data(), layout->raw.size(), out);
   if (!st.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not decode the network output."),
-                      ("%s", st.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not decode the network output."));
     return false;
   }
   return true;
@@ -752,6 +674,7 @@ static gboolean SinkQuery(GstAggregator *agg, GstAggregatorPad *pad, GstQuery *q
 static gboolean Start(GstAggregator *agg) {
   auto *self = GST_OP_OVERLAY(agg);
   Impl &impl = *self->impl;
+  impl.warnings.Post(GST_ELEMENT(self));
   std::string path;
   {
     std::lock_guard<std::mutex> guard(impl.lock);
@@ -762,13 +685,11 @@ static gboolean Start(GstAggregator *agg) {
     auto truth = op::overlay::LoadGroundTruth(path);
     if (!truth.ok()) {
       if (truth.status().code() == op::StatusCode::kNotFound)
-        GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                          ("Ground truth file \"%s\" not found.", path.c_str()),
-                          ("%s", truth.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, truth.status(), RESOURCE, NOT_FOUND,
+                                    ("Ground truth file \"%s\" not found.", path.c_str()));
       else
-        GST_ELEMENT_ERROR(self, RESOURCE, READ,
-                          ("Could not read the ground truth file \"%s\".", path.c_str()),
-                          ("%s", truth.status().ToString().c_str()));
+        GST_OP_ELEMENT_ERROR_STATUS(self, truth.status(), RESOURCE, READ,
+                                    ("Could not read the ground truth file \"%s\".", path.c_str()));
       return FALSE;
     }
     impl.truth.emplace(std::move(*truth));
@@ -829,13 +750,6 @@ static void Finalize(GObject *object) {
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
-static void InstallStat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
-  g_object_class_install_property(
-      klass, id,
-      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-}
-
 static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
@@ -882,14 +796,15 @@ static void gst_op_overlay_class_init(GstOpOverlayClass *klass) {
                           "A synthetic drive's groundtruth.json (samples/drive/README.md) whose "
                           "lane lines, road edges and lead are drawn in yellow; empty: none",
                           "", ready));
-  InstallStat(gobject_class, PROP_FRAMES, "frames", "Video frames drawn");
-  InstallStat(gobject_class, PROP_PREDICTIONS, "predictions",
-              "Frames drawn with the model output of the same frame");
-  InstallStat(gobject_class, PROP_HELD, "held",
-              "Frames without their own model output (skipped after a drop, or late when live), "
-              "drawn with the last prediction");
-  InstallStat(gobject_class, PROP_WITHOUT_PREDICTION, "without-prediction",
-              "Frames before the first model output, drawn without a prediction");
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Video frames drawn");
+  gst_op_install_stat(gobject_class, PROP_PREDICTIONS, "predictions",
+                      "Frames drawn with the model output of the same frame");
+  gst_op_install_stat(
+      gobject_class, PROP_HELD, "held",
+      "Frames without their own model output (skipped after a drop, or late when live), "
+      "drawn with the last prediction");
+  gst_op_install_stat(gobject_class, PROP_WITHOUT_PREDICTION, "without-prediction",
+                      "Frames before the first model output, drawn without a prediction");
 
   gst_element_class_add_static_pad_template_with_gtype(element_class, &video_template,
                                                        GST_TYPE_AGGREGATOR_PAD);

@@ -37,12 +37,17 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
-#include "drivingsettings.h"
+#include "common/gstopevents.h"
+#include "common/net/driving_settings.h"
+#include "common/net/model_slot.h"
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
-#include "opvision/netstage.h"
+#include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_policy_debug);
 #define GST_CAT_DEFAULT gst_op_policy_debug
@@ -70,9 +75,9 @@ enum {
 
 namespace {
 
-using op::vision::FrameTimer;
-using op::vision::ModelSlot;
-using op::vision::Network;
+using op::net::FrameTimer;
+using op::net::ModelSlot;
+using op::net::Network;
 
 // Which policy input each queue feeds.
 struct PolicyPlan {
@@ -98,8 +103,8 @@ op::StatusOr<PolicyPlan> PlanPolicy(const Network &net) {
   if (plan.features < 0 || plan.desire < 0 || plan.traffic < 0)
     return op::InvalidArgument(
         "a policy model has the inputs features_buffer, desire_pulse and traffic_convention");
-  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
-                                                                 plan.traffic, false));
+  OP_ASSIGN_OR_RETURN(
+      plan.shape, op::net::TemporalInputShape(in, plan.features, plan.desire, plan.traffic, false));
   return plan;
 }
 
@@ -140,13 +145,17 @@ struct Impl {
   GstOpContext *ctx = nullptr;  // owned by the base class
   PolicyPlan plan;
   std::unique_ptr<op::drive::TemporalQueues> queues;
+  std::unique_ptr<GstOpUploader> uploader;  // system-memory inputs into the outputs
+  // One run's tensors as cl_mems and its events, sized for the caps and the running network
+  // (SizeTensorArrays): outputs = the vision tensors, then the policy's.
+  std::vector<cl_mem> inputs, outputs;
+  std::vector<op::cl::EventHandle> events;
 
   // Negotiated.
   bool have_caps = false;
   GstOpTensorInfo in_info, out_info;
   HiddenSource hidden;
-  GstBufferPool *own_pool = nullptr;  // when the decided pool is not an OpenCL one
-  GstClockTime reported_latency = 0;
+  GstOpLatencyReporter latency;  // the longest device time of a frame
 };
 
 }  // namespace
@@ -162,20 +171,25 @@ GST_ELEMENT_REGISTER_DEFINE(oppolicy, "oppolicy", GST_RANK_NONE, GST_TYPE_OP_POL
 
 // ---- GstOpBaseFilter ----------------------------------------------------------------------
 
+// Sizes the per-run arrays for the negotiated inputs and the running network (allocates only
+// when they grow: at caps time or a model swap, not per frame).
+static void SizeTensorArrays(Impl *impl) {
+  Network *net = impl->model.current();
+  const size_t n_in = impl->in_info.tensors.size();
+  impl->inputs.assign(net->inputs().tensors.size(), nullptr);
+  impl->outputs.assign(n_in + net->outputs().tensors.size(), nullptr);
+  impl->events.resize(n_in + 1);
+}
+
 static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
   auto *self = GST_OP_POLICY(filter);
   Impl *impl = self->impl;
   impl->ctx = ctx;
   op::Status s = impl->model.Open(gst_op_context_get_device(ctx));
   if (!s.ok()) {
-    if (s.code() == op::StatusCode::kNotFound || s.code() == op::StatusCode::kIoError)
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("Could not load the policy model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
-    else
-      GST_ELEMENT_ERROR(self, LIBRARY, INIT,
-                        ("Could not load the policy model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, s, LIBRARY, INIT,
+        ("Could not load the policy model \"%s\".", impl->model.path().c_str()));
     impl->ctx = nullptr;
     return FALSE;
   }
@@ -189,17 +203,17 @@ static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
       s = q.status();
   }
   if (!plan.ok() || !s.ok()) {
-    GST_ELEMENT_ERROR(
-        self, CORE, NEGOTIATION,
-        ("The model \"%s\" is not a driving policy model.", impl->model.path().c_str()),
-        ("%s", (plan.ok() ? s : plan.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
+        ("The model \"%s\" is not a driving policy model.", impl->model.path().c_str()));
     impl->model.Close();
     impl->ctx = nullptr;
     return FALSE;
   }
   impl->plan = *plan;
+  impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
   impl->timer->Reset();
-  impl->reported_latency = 0;
+  impl->latency.Reset();
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
   return TRUE;
 }
@@ -210,13 +224,10 @@ static void Close(GstOpBaseFilter *filter) {
   if (impl->ctx)
     (void)gst_op_context_get_queue(impl->ctx).Finish();  // stop(): not the frame path
   impl->timer->Drain();
+  impl->uploader.reset();  // waits until the device has given back every input it read
   GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->model.Close();
-  if (impl->own_pool) {
-    gst_buffer_pool_set_active(impl->own_pool, FALSE);
-    gst_clear_object(&impl->own_pool);
-  }
   impl->have_caps = false;
   impl->ctx = nullptr;
 }
@@ -237,7 +248,7 @@ static GstCaps *TransformCaps(GstBaseTransform *trans, GstPadDirection direction
       auto info = gst_op_tensor_info_from_structure(gst_caps_get_structure(caps, i));
       if (!info.ok())
         continue;  // not fixed yet: nothing to say about the output
-      auto merged = op::vision::ConcatTensorInfo(*info, net->outputs(), "policy");
+      auto merged = op::net::ConcatTensorInfo(*info, net->outputs(), "policy");
       if (!merged.ok())
         continue;
       GstCaps *one = gst_op_tensor_info_to_caps(*merged);
@@ -266,8 +277,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   auto in = gst_op_tensor_info_from_caps(incaps);
   auto out = gst_op_tensor_info_from_caps(outcaps);
   if (!in.ok() || !out.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Unreadable tensor caps."),
-                      ("%s", (in.ok() ? out.status() : in.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, (in.ok() ? out.status() : in.status()), STREAM, FORMAT,
+                                ("Unreadable tensor caps."));
     return FALSE;
   }
   auto hidden = FindHidden(*in, impl->plan);
@@ -287,41 +298,15 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   impl->out_info = *out;
   impl->hidden = *hidden;
   impl->have_caps = true;
-  if (impl->own_pool) {
-    gst_buffer_pool_set_active(impl->own_pool, FALSE);
-    gst_clear_object(&impl->own_pool);
-  }
+  SizeTensorArrays(impl);
   return TRUE;
 }
 
 // ---- data ---------------------------------------------------------------------------------
 
 static gboolean HandleSettingsEvent(GstOpPolicy *self, GstEvent *event) {
-  gboolean has_d = FALSE, has_t = FALSE;
-  op::drive::Desire d;
-  op::drive::TrafficConvention t;
-  std::string error;
-  if (!gst_op_driving_settings_event_parse(event, &has_d, &d, &has_t, &t, &error)) {
-    if (!error.empty())
-      GST_WARNING_OBJECT(self, "ignoring a driving-settings event: %s", error.c_str());
-    return FALSE;
-  }
-  GST_OBJECT_LOCK(self);
-  if (has_d)
-    self->impl->desire = d;
-  if (has_t)
-    self->impl->traffic = t;
-  GST_OBJECT_UNLOCK(self);
-  GST_DEBUG_OBJECT(self, "settings event: desire %s, traffic %s",
-                   has_d ? op::drive::DesireName(d) : "(unchanged)",
-                   has_t
-                       ? (t == op::drive::TrafficConvention::kLeftHand ? "left-hand" : "right-hand")
-                       : "(unchanged)");
-  if (has_d)
-    g_object_notify(G_OBJECT(self), "desire");
-  if (has_t)
-    g_object_notify(G_OBJECT(self), "traffic-convention");
-  return TRUE;
+  return gst_op_apply_driving_settings_event(GST_ELEMENT(self), event, &self->impl->desire,
+                                             &self->impl->traffic);
 }
 
 static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {
@@ -359,12 +344,9 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
   if (direction == GST_PAD_SRC && GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     if (!gst_pad_peer_query(GST_BASE_TRANSFORM_SINK_PAD(trans), query))
       return FALSE;
-    gboolean live;
-    GstClockTime min, max;
-    gst_query_parse_latency(query, &live, &min, &max);
-    // Our part: the longest device time of a frame measured so far.
-    const GstClockTime ours = self->impl->timer->stats().max_ns;
-    gst_query_set_latency(query, live, min + ours, GST_CLOCK_TIME_IS_VALID(max) ? max + ours : max);
+    // Completion callbacks may have raised the measurement since the last frame.
+    self->impl->latency.Note(self->impl->timer->stats().max_ns);
+    self->impl->latency.AddTo(query);
     return TRUE;
   }
   return GST_BASE_TRANSFORM_CLASS(parent_class)->query(trans, direction, query);
@@ -379,10 +361,9 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
   ModelSlot::Pending pending = impl->model.TakePending();
   if (pending.present) {
     if (!pending.status.ok()) {
-      GST_ELEMENT_WARNING(
-          self, RESOURCE, NOT_FOUND,
-          ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()),
-          ("%s", pending.status.ToString().c_str()));
+      GST_OP_ELEMENT_WARNING_STATUS(
+          self, pending.status, RESOURCE, NOT_FOUND,
+          ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
     } else {
       op::Status fit = op::Status::Ok();
       auto plan = PlanPolicy(*pending.network);
@@ -404,16 +385,16 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
           fit = q.status();
       }
       if (!fit.ok()) {
-        GST_ELEMENT_WARNING(
-            self, CORE, NEGOTIATION,
+        GST_OP_ELEMENT_WARNING_STATUS(
+            self, fit, CORE, NEGOTIATION,
             ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-             pending.path.c_str()),
-            ("%s", fit.ToString().c_str()));
+             pending.path.c_str()));
       } else {
         const bool new_outputs = pending.network->outputs() != impl->model.current()->outputs();
         GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
         impl->model.Adopt(std::move(pending.network), pending.path);
         impl->plan = *plan;
+        SizeTensorArrays(impl);
         if (queues)
           impl->queues = std::move(queues);
         if (new_outputs)
@@ -428,27 +409,12 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inp
                                          GstBuffer **outbuf) {
   auto *self = GST_OP_POLICY(trans);
   Impl *impl = self->impl;
-  // Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
-  // memory consumer maps them (zero-copy on unified-memory devices).
+  // The decided pool is an OpenCL one on our context whatever the caps (op_memory_output).
   GstBufferPool *pool = gst_base_transform_get_buffer_pool(trans);
-  if (pool && !gst_op_buffer_pool_is_on(pool, impl->ctx))
+  if (!pool || !gst_op_buffer_pool_is_on(pool, impl->ctx)) {
     gst_clear_object(&pool);
-  if (!pool) {
-    if (!impl->own_pool) {
-      impl->own_pool = gst_op_buffer_pool_new(impl->ctx);
-      GstCaps *caps = gst_op_tensor_info_to_caps(impl->out_info);
-      GstStructure *config = gst_buffer_pool_get_config(impl->own_pool);
-      gst_buffer_pool_config_set_params(config, caps, guint(impl->out_info.bytes()), 2, 0);
-      gst_caps_unref(caps);
-      if (!gst_buffer_pool_set_config(impl->own_pool, config) ||
-          !gst_buffer_pool_set_active(impl->own_pool, TRUE)) {
-        gst_clear_object(&impl->own_pool);
-        GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not make an OpenCL buffer pool."),
-                          (nullptr));
-        return GST_FLOW_ERROR;
-      }
-    }
-    pool = GST_BUFFER_POOL(gst_object_ref(impl->own_pool));
+    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("No OpenCL output buffer pool."), (nullptr));
+    return GST_FLOW_NOT_NEGOTIATED;
   }
   // GstBaseTransform activates its pool only in its own prepare_output_buffer.
   if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
@@ -480,15 +446,20 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   const size_t n_pol = net->outputs().tensors.size();
 
   auto fail = [&](const op::Status &s, const char *what) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s", what), ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, STREAM, FAILED, ("%s", what));
     return GST_FLOW_ERROR;
   };
   if (gst_buffer_n_memory(inbuf) != n_in || gst_buffer_n_memory(outbuf) != n_in + n_pol)
     return fail(op::InvalidArgument("buffers do not hold one memory per tensor of their caps"),
                 "Malformed buffer.");
-  cl_mem outputs[16] = {};
-  if (n_in + n_pol > G_N_ELEMENTS(outputs))
-    return fail(op::Unsupported("more than 16 tensors"), "Too many tensors.");
+  std::vector<cl_mem> &outputs = impl->outputs;
+  std::vector<op::cl::EventHandle> &events = impl->events;
+  if (outputs.size() != n_in + n_pol || events.size() != n_in + 1)
+    return fail(op::Internal("tensor arrays not sized for the caps"), "Malformed buffer.");
+  if (n_in + 1 > op::cl::EventList::kMax)
+    return fail(op::Unsupported("more than " + std::to_string(op::cl::EventList::kMax - 1) +
+                                " input tensors"),
+                "Too many tensors.");
   for (size_t i = 0; i < n_in + n_pol; i++) {
     GstMapInfo map;
     GstMemory *m = gst_buffer_peek_memory(outbuf, i);
@@ -502,13 +473,13 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   // OpenCL input, or the upload of a system-memory one written straight into the output. The
   // hidden state is then read from the output copy.
   op::cl::EventList done;
-  op::cl::EventHandle events[16];
   size_t n_events = 0;
   for (size_t i = 0; i < n_in; i++) {
     GstMemory *m = gst_buffer_peek_memory(inbuf, i);
     const size_t bytes = impl->in_info.tensors[i].bytes();
     const bool on_device = gst_is_op_memory_on(m, ctx);
-    auto src = op::vision::DeviceInput(ctx, m, bytes, on_device ? nullptr : outputs[i]);
+    auto src =
+        op::net::DeviceInput(ctx, impl->uploader.get(), m, bytes, on_device ? nullptr : outputs[i]);
     if (!src.ok())
       return fail(src.status(), "Could not read an input tensor.");
     if (on_device) {
@@ -538,12 +509,12 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   if (!d.ok())
     return fail(d.status(), "Could not update the desire queue.");
 
-  cl_mem inputs[3] = {};
+  std::vector<cl_mem> &inputs = impl->inputs;
   inputs[impl->plan.features] = impl->queues->features();
   inputs[impl->plan.desire] = impl->queues->desire_pulse();
   inputs[impl->plan.traffic] = impl->queues->traffic_convention();
   op::cl::EventHandle first;
-  auto run = net->Run(queue, inputs, outputs + n_in, {f->get(), d->get()}, &first);
+  auto run = net->Run(queue, inputs.data(), outputs.data() + n_in, {f->get(), d->get()}, &first);
   if (!run.ok())
     return fail(run.status(), "Running the policy network failed.");
   events[n_events] = std::move(run).value();
@@ -554,16 +525,14 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   gst_op_buffer_set_write_event(outbuf, all->get());
   (void)queue.Flush();
   impl->timer->Track(all->get(), t0, first.get(), events[n_events - 1].get());
+  for (op::cl::EventHandle &e : events)
+    e.reset();
 
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
   impl->frames++;
 
-  const GstClockTime measured = impl->timer->stats().max_ns;
-  if (measured > impl->reported_latency + impl->reported_latency / 4) {
-    impl->reported_latency = measured;
-    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
-  }
+  impl->latency.NoteAndPost(GST_ELEMENT(self), impl->timer->stats().max_ns);
   return GST_FLOW_OK;
 }
 
@@ -577,7 +546,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
       impl->model.SetPath(g_value_get_string(value) ? g_value_get_string(value) : "");
       break;
     case PROP_PRECISION:
-      impl->model.SetPrecision(static_cast<op::vision::Precision>(g_value_get_enum(value)));
+      impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
     case PROP_DESIRE:
       GST_OBJECT_LOCK(self);
@@ -618,13 +587,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       g_value_set_uint64(value, impl->frames);
       break;
     case PROP_MEAN_TIME:
-      g_value_set_double(value, impl->timer->stats().mean_ns() / 1e6);
-      break;
     case PROP_MAX_TIME:
-      g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
-      break;
     case PROP_DEVICE_TIME:
-      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -652,7 +617,6 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
 
   const auto rw_playing =
       (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
-  const auto ro = (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
   g_object_class_install_property(
       gobject_class, PROP_MODEL,
       g_param_spec_string("model", "Model",
@@ -664,7 +628,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       gobject_class, PROP_PRECISION,
       g_param_spec_enum(
           "precision", "Precision", "Storage precision the network is compiled for",
-          GST_TYPE_OP_PRECISION, int(op::vision::Precision::kAuto),
+          GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto),
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   g_object_class_install_property(
       gobject_class, PROP_DESIRE,
@@ -676,25 +640,8 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       g_param_spec_enum("traffic-convention", "Traffic convention",
                         "Which side of the road traffic keeps to", GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
-  g_object_class_install_property(
-      gobject_class, PROP_FRAMES,
-      g_param_spec_uint64("frames", "Frames", "Frames the network ran on", 0, G_MAXUINT64, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_MEAN_TIME,
-      g_param_spec_double("mean-time", "Mean time",
-                          "Mean time from submission to device completion per frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_MAX_TIME,
-      g_param_spec_double("max-time", "Maximum time",
-                          "Longest time from submission to device completion of a frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_TIME,
-      g_param_spec_double("device-time", "Device time",
-                          "Mean device time per frame, from the start of its first kernel to the "
-                          "end of its last (ms; 0 where the queue has no profiling)",
-                          0, G_MAXDOUBLE, 0, ro));
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
+  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,
@@ -713,6 +660,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
 
   filter_class->open = Open;
   filter_class->close = Close;
+  filter_class->op_memory_output = TRUE;
   trans_class->transform_caps = TransformCaps;
   trans_class->set_caps = SetCaps;
   trans_class->sink_event = SinkEvent;

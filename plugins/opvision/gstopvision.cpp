@@ -49,15 +49,21 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "drive/temporal.h"
-#include "netstage.h"
+#include "common/gstopevents.h"
+#include "common/net/driving_settings.h"
+#include "common/net/model_slot.h"
+#include "op/gstoperror.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
+#include "op/gstopref.h"
 #include "op/gstoptensor.h"
-#include "oppolicy/drivingsettings.h"
-#include "pairing.h"
+#include "op/gstopupload.h"
+#include "opvision/pairing.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_vision_debug);
 #define GST_CAT_DEFAULT gst_op_vision_debug
@@ -102,10 +108,10 @@ enum {
 
 namespace {
 
-using op::vision::DeviceTensor;
-using op::vision::FrameTimer;
-using op::vision::ModelSlot;
-using op::vision::Network;
+using op::net::DeviceTensor;
+using op::net::FrameTimer;
+using op::net::ModelSlot;
+using op::net::Network;
 
 // Which model input each stream feeds, and the temporal queues of a combined network.
 struct ModelPlan {
@@ -147,8 +153,8 @@ op::StatusOr<ModelPlan> PlanModel(const Network &net) {
   if (temporal != 3)
     return op::InvalidArgument(
         "a combined model needs all of features_buffer, desire_pulse and traffic_convention");
-  OP_ASSIGN_OR_RETURN(plan.shape, op::vision::TemporalInputShape(in, plan.features, plan.desire,
-                                                                 plan.traffic, true));
+  OP_ASSIGN_OR_RETURN(
+      plan.shape, op::net::TemporalInputShape(in, plan.features, plan.desire, plan.traffic, true));
   const GstOpTensorSlice *hidden = net.outputs().FindSlice("hidden_state");
   if (!hidden)
     return op::InvalidArgument("a combined model needs an output slice \"hidden_state\"");
@@ -193,6 +199,9 @@ struct Impl {
   bool have_img_caps = false, have_big_caps = false;
   GstOpTensorInfo img_info, big_info;
   op::cl::MemHandle img_staging, big_staging;  // for system-memory inputs, made once
+  // The running network's tensors as cl_mems, sized when a network is adopted (start, swap).
+  std::vector<cl_mem> inputs, outputs;
+  std::unique_ptr<GstOpUploader> uploader;  // writes system-memory inputs into them
   GstOpTensorInfo out_info;
 
   // Per stream.
@@ -202,7 +211,7 @@ struct Impl {
   bool warned_wide_ended = false;
   gint64 last_skew_warning = 0;
   GstClockTime earliest_time = GST_CLOCK_TIME_NONE;  // QoS (object lock)
-  std::atomic<guint64> reported_latency{0};          // streaming thread and latency queries
+  GstOpLatencyReporter latency;                      // streaming thread and latency queries
 };
 
 }  // namespace
@@ -244,13 +253,13 @@ static op::Status CheckCaps(GstOpVision *self, const Network &net, const ModelPl
   Impl *impl = self->impl;
   const GstOpTensorInfo &in = net.inputs();
   if (impl->have_img_caps) {
-    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.img], impl->img_info, "img"));
+    OP_RETURN_IF_ERROR(op::net::CheckInput(in.tensors[plan.img], impl->img_info, "img"));
     if (!WideLinked(self))  // the road tensor feeds big_img too
       OP_RETURN_IF_ERROR(
-          op::vision::CheckInput(in.tensors[plan.big_img], impl->img_info, "img (as big_img)"));
+          op::net::CheckInput(in.tensors[plan.big_img], impl->img_info, "img (as big_img)"));
   }
   if (impl->have_big_caps)
-    OP_RETURN_IF_ERROR(op::vision::CheckInput(in.tensors[plan.big_img], impl->big_info, "big_img"));
+    OP_RETURN_IF_ERROR(op::net::CheckInput(in.tensors[plan.big_img], impl->big_info, "big_img"));
   return op::Status::Ok();
 }
 
@@ -267,16 +276,22 @@ static op::Status MakeQueues(GstOpVision *self, const ModelPlan &plan,
 }
 
 // At a frame boundary: takes a network loaded in the background if it fits.
+// The cl_mem arrays of one run, sized for the running network (allocates only when it grew).
+static void SizeTensorArrays(Impl *impl) {
+  Network *net = impl->model.current();
+  impl->inputs.assign(net->inputs().tensors.size(), nullptr);
+  impl->outputs.assign(net->outputs().tensors.size(), nullptr);
+}
+
 static void AdoptPendingModel(GstOpVision *self) {
   Impl *impl = self->impl;
   ModelSlot::Pending pending = impl->model.TakePending();
   if (!pending.present)
     return;
   if (!pending.status.ok()) {
-    GST_ELEMENT_WARNING(
-        self, RESOURCE, NOT_FOUND,
-        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()),
-        ("%s", pending.status.ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, pending.status, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
     return;
   }
   op::Status fit = op::Status::Ok();
@@ -289,16 +304,17 @@ static void AdoptPendingModel(GstOpVision *self) {
   if (fit.ok())
     fit = MakeQueues(self, *plan, &queues);
   if (!fit.ok()) {
-    GST_ELEMENT_WARNING(self, CORE, NEGOTIATION,
-                        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-                         pending.path.c_str()),
-                        ("%s", fit.ToString().c_str()));
+    GST_OP_ELEMENT_WARNING_STATUS(
+        self, fit, CORE, NEGOTIATION,
+        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
+         pending.path.c_str()));
     return;
   }
   const bool new_outputs = pending.network->outputs() != impl->out_info;
   GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
   impl->model.Adopt(std::move(pending.network), pending.path);
   impl->plan = *plan;
+  SizeTensorArrays(impl);
   impl->queues = std::move(queues);
   impl->features_ready.reset();
   if (new_outputs) {
@@ -323,34 +339,27 @@ static void ReportSkew(GstOpVision *self, gint64 skew_ns) {
 
 static void UpdateLatency(GstOpVision *self) {
   Impl *impl = self->impl;
-  GstClockTime measured = impl->timer->stats().max_ns;
-  // Re-announce only when the measurement grew noticeably: each announcement makes the pipeline
-  // recompute its latency.
-  const guint64 reported = impl->reported_latency;
-  if (measured > reported + reported / 4) {
-    impl->reported_latency = measured;
+  const GstClockTime measured = impl->timer->stats().max_ns;
+  if (impl->latency.Note(measured))
     gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, measured);
-  }
 }
 
-// Runs the network on one pair and returns the output buffer (or a flow error after posting).
-static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
+// One frame's failure: what the element says (the error's text) and why (the Status).
+struct FrameError {
+  op::Status status;
+  const char *what = nullptr;
+};
+
+// The camera tensors as cl_mems in impl->inputs: OpenCL memory in place, system memory
+// uploaded into buffers made on first need and kept. *ready gets what the run must wait for.
+static FrameError BindInputs(GstOpVision *self, GstBuffer *img, GstBuffer *big,
+                             op::cl::EventList *ready, DeviceTensor *road, DeviceTensor *wide) {
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
-  Network *net = impl->model.current();
   GstOpContext *ctx = impl->ctx;
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
-  const GstOpTensorInfo &in = net->inputs();
-
-  auto fail = [&](const op::Status &s, const char *what) {
-    GST_ELEMENT_ERROR(self, STREAM, FAILED, ("%s", what), ("%s", s.ToString().c_str()));
-    return GST_FLOW_ERROR;
-  };
+  const GstOpTensorInfo &in = impl->model.current()->inputs();
   if (gst_buffer_n_memory(img) != 1 || gst_buffer_n_memory(big) != 1)
-    return fail(op::InvalidArgument("a camera tensor buffer must hold exactly one memory"),
-                "Malformed input buffer.");
-
-  // Staging buffers exist only for system-memory input; made on first need, kept after.
+    return {op::InvalidArgument("a camera tensor buffer must hold exactly one memory"),
+            "Malformed input buffer."};
   auto staging = [&](op::cl::MemHandle &h, size_t bytes) -> cl_mem {
     if (!h) {
       auto b = gst_op_context_get_device(ctx)->CreateBuffer(bytes, CL_MEM_READ_ONLY);
@@ -363,64 +372,67 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   GstMemory *big_mem = gst_buffer_peek_memory(big, 0);
   const size_t img_bytes = in.tensors[impl->plan.img].bytes();
   const size_t big_bytes = in.tensors[impl->plan.big_img].bytes();
-  auto road = op::vision::DeviceInput(
-      ctx, img_mem, img_bytes,
+  auto r = op::net::DeviceInput(
+      ctx, impl->uploader.get(), img_mem, img_bytes,
       gst_is_op_memory_on(img_mem, ctx) ? nullptr : staging(impl->img_staging, img_bytes));
-  if (!road.ok())
-    return fail(road.status(), "Could not read the img tensor.");
-  DeviceTensor wide_storage;
-  const DeviceTensor *wide = &*road;
+  if (!r.ok())
+    return {r.status(), "Could not read the img tensor."};
+  *road = std::move(r).value();
   if (big != img) {
-    auto w = op::vision::DeviceInput(
-        ctx, big_mem, big_bytes,
+    auto w = op::net::DeviceInput(
+        ctx, impl->uploader.get(), big_mem, big_bytes,
         gst_is_op_memory_on(big_mem, ctx) ? nullptr : staging(impl->big_staging, big_bytes));
     if (!w.ok())
-      return fail(w.status(), "Could not read the big_img tensor.");
-    wide_storage = std::move(w).value();
-    wide = &wide_storage;
+      return {w.status(), "Could not read the big_img tensor."};
+    *wide = std::move(w).value();
+  } else {
+    *wide = *road;
   }
   if (road->offset != 0 || wide->offset != 0)
-    return fail(op::Unsupported("input tensors at a non-zero offset in their buffer"),
-                "Unsupported input memory layout.");
+    return {op::Unsupported("input tensors at a non-zero offset in their buffer"),
+            "Unsupported input memory layout."};
+  impl->inputs[impl->plan.img] = road->mem;
+  impl->inputs[impl->plan.big_img] = wide->mem;
+  ready->Add(road->ready.get());
+  ready->Add(wide->ready.get());
+  return {};
+}
 
-  GstBufferPool *pool = gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self));
+// An output buffer from the negotiated pool, its tensors' cl_mems in impl->outputs.
+static FrameError AcquireOutputs(GstOpVision *self, GstOpRef<GstBuffer> *outbuf,
+                                 GstFlowReturn *ret) {
+  Impl *impl = self->impl;
+  GstOpRef<GstBufferPool> pool(gst_aggregator_get_buffer_pool(GST_AGGREGATOR(self)));
   if (!pool)
-    return fail(op::Internal("no output buffer pool after negotiation"), "No output pool.");
+    return {op::Internal("no output buffer pool after negotiation"), "No output pool."};
   // GstAggregator stores the decided pool but leaves activating it to the subclass.
-  if (!gst_buffer_pool_is_active(pool) && !gst_buffer_pool_set_active(pool, TRUE)) {
-    gst_object_unref(pool);
-    return fail(op::Internal("the output buffer pool refused to activate"), "No output pool.");
-  }
-  GstBuffer *outbuf = nullptr;
-  GstFlowReturn ret = gst_buffer_pool_acquire_buffer(pool, &outbuf, nullptr);
-  gst_object_unref(pool);
-  if (ret != GST_FLOW_OK) {
-    GST_DEBUG_OBJECT(self, "no output buffer: %s", gst_flow_get_name(ret));
-    return ret;
-  }
-
-  cl_mem outputs[8] = {};
-  const size_t n_out = net->outputs().tensors.size();
-  if (n_out > G_N_ELEMENTS(outputs) || gst_buffer_n_memory(outbuf) != n_out) {
-    gst_buffer_unref(outbuf);
-    return fail(op::Unsupported("an output buffer that does not match the model's outputs"),
-                "Unsupported model outputs.");
-  }
-  for (size_t i = 0; i < n_out; i++) {
+  if (!gst_buffer_pool_is_active(pool.get()) && !gst_buffer_pool_set_active(pool.get(), TRUE))
+    return {op::Internal("the output buffer pool refused to activate"), "No output pool."};
+  *ret = gst_buffer_pool_acquire_buffer(pool.get(), outbuf->out(), nullptr);
+  if (*ret != GST_FLOW_OK)
+    return {};
+  if (gst_buffer_n_memory(outbuf->get()) != impl->outputs.size())
+    return {op::Unsupported("an output buffer that does not match the model's outputs"),
+            "Unsupported model outputs."};
+  for (size_t i = 0; i < impl->outputs.size(); i++) {
     GstMapInfo map;
-    GstMemory *m = gst_buffer_peek_memory(outbuf, i);
-    if (!gst_op_memory_map_cl(m, &map, GST_MAP_WRITE)) {
-      gst_buffer_unref(outbuf);
-      return fail(op::Internal("output memory is not OpenCL memory"), "Bad output pool.");
-    }
-    outputs[i] = gst_op_map_info_get_cl_mem(&map);
+    GstMemory *m = gst_buffer_peek_memory(outbuf->get(), i);
+    if (!gst_op_memory_map_cl(m, &map, GST_MAP_WRITE))
+      return {op::Internal("output memory is not OpenCL memory"), "Bad output pool."};
+    impl->outputs[i] = gst_op_map_info_get_cl_mem(&map);
     gst_memory_unmap(m, &map);
   }
+  return {};
+}
 
-  cl_mem inputs[5] = {};
-  inputs[impl->plan.img] = road->mem;
-  inputs[impl->plan.big_img] = wide->mem;
-  op::cl::EventList wait{road->ready.get(), wide->ready.get(), impl->features_ready.get()};
+// Enqueues the frame: for a combined network the desire push before the run and the hidden
+// state's push into the feature queue after it. *done gets the run's event, *first its first
+// kernel's.
+static FrameError Enqueue(GstOpVision *self, op::cl::EventList &wait, op::cl::EventHandle *done,
+                          op::cl::EventHandle *first) {
+  Impl *impl = self->impl;
+  op::cl::Queue &queue = gst_op_context_get_queue(impl->ctx);
+  wait.Add(impl->features_ready.get());
   op::cl::EventHandle desire_done;
   if (impl->plan.combined()) {
     GST_OBJECT_LOCK(self);
@@ -428,39 +440,36 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
     const op::drive::TrafficConvention traffic = impl->traffic;
     GST_OBJECT_UNLOCK(self);
     auto d = impl->queues->PushDesire(queue, desire, traffic);
-    if (!d.ok()) {
-      gst_buffer_unref(outbuf);
-      return fail(d.status(), "Could not update the desire queue.");
-    }
+    if (!d.ok())
+      return {d.status(), "Could not update the desire queue."};
     desire_done = std::move(d).value();
     wait.Add(desire_done.get());
     wait.Add(impl->queues->ready_event());
-    inputs[impl->plan.features] = impl->queues->features();
-    inputs[impl->plan.desire] = impl->queues->desire_pulse();
-    inputs[impl->plan.traffic] = impl->queues->traffic_convention();
+    impl->inputs[impl->plan.features] = impl->queues->features();
+    impl->inputs[impl->plan.desire] = impl->queues->desire_pulse();
+    impl->inputs[impl->plan.traffic] = impl->queues->traffic_convention();
   }
-  op::cl::EventHandle first;
-  auto run = net->Run(queue, inputs, outputs, wait, &first);
-  if (!run.ok()) {
-    gst_buffer_unref(outbuf);
-    return fail(run.status(), "Running the vision network failed.");
-  }
+  auto run =
+      impl->model.current()->Run(queue, impl->inputs.data(), impl->outputs.data(), wait, first);
+  if (!run.ok())
+    return {run.status(), "Running the vision network failed."};
   if (impl->plan.combined()) {
     // After the run: this frame's hidden state enters the queue for the next frame.
-    auto f = impl->queues->PushFeatures(queue, outputs[impl->plan.hidden_tensor],
+    auto f = impl->queues->PushFeatures(queue, impl->outputs[impl->plan.hidden_tensor],
                                         size_t(impl->plan.hidden_start),
                                         size_t(impl->plan.hidden_end), {run->get()});
-    if (!f.ok()) {
-      gst_buffer_unref(outbuf);
-      return fail(f.status(), "Could not update the feature queue.");
-    }
+    if (!f.ok())
+      return {f.status(), "Could not update the feature queue."};
     impl->features_ready = std::move(f).value();
   }
-  gst_op_buffer_set_write_event(outbuf, run->get());
-  // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
-  (void)queue.Flush();
-  impl->timer->Track(run->get(), t0, first.get());
+  *done = std::move(run).value();
+  return {};
+}
 
+// The output's timestamps and metas are the road frame's; the provenance meta gets the wide
+// frame's fields and this stage's time.
+static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstBuffer *big) {
+  Impl *impl = self->impl;
   gst_buffer_copy_into(outbuf, img, GST_BUFFER_COPY_METADATA, 0, -1);
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   if (big != img) {
@@ -478,7 +487,37 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   }
   meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
       impl->timer->stats().stage_ns();
-  *out = outbuf;
+}
+
+// Runs the network on one pair and returns the output buffer (or a flow error after posting).
+static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
+  Impl *impl = self->impl;
+  const int64_t t0 = FrameTimer::Now();
+  auto fail = [&](const FrameError &e) {
+    GST_OP_ELEMENT_ERROR_STATUS(self, e.status, STREAM, FAILED, ("%s", e.what));
+    return GST_FLOW_ERROR;
+  };
+  op::cl::EventList wait;
+  DeviceTensor road, wide;
+  if (FrameError e = BindInputs(self, img, big, &wait, &road, &wide); e.what)
+    return fail(e);
+  GstOpRef<GstBuffer> outbuf;
+  GstFlowReturn ret = GST_FLOW_OK;
+  if (FrameError e = AcquireOutputs(self, &outbuf, &ret); e.what)
+    return fail(e);
+  if (ret != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT(self, "no output buffer: %s", gst_flow_get_name(ret));
+    return ret;
+  }
+  op::cl::EventHandle done, first;
+  if (FrameError e = Enqueue(self, wait, &done, &first); e.what)
+    return fail(e);
+  gst_op_buffer_set_write_event(outbuf.get(), done.get());
+  // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
+  (void)gst_op_context_get_queue(impl->ctx).Flush();
+  impl->timer->Track(done.get(), t0, first.get());
+  StampMeta(self, outbuf.get(), img, big);
+  *out = outbuf.release();
   return GST_FLOW_OK;
 }
 
@@ -494,14 +533,9 @@ static gboolean Start(GstAggregator *agg) {
     return FALSE;
   op::Status s = impl->model.Open(gst_op_context_get_device(impl->ctx));
   if (!s.ok()) {
-    if (s.code() == op::StatusCode::kNotFound || s.code() == op::StatusCode::kIoError)
-      GST_ELEMENT_ERROR(self, RESOURCE, NOT_FOUND,
-                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
-    else
-      GST_ELEMENT_ERROR(self, LIBRARY, INIT,
-                        ("Could not load the vision model \"%s\".", impl->model.path().c_str()),
-                        ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(
+        self, s, LIBRARY, INIT,
+        ("Could not load the vision model \"%s\".", impl->model.path().c_str()));
     gst_clear_object(&impl->ctx);
     return FALSE;
   }
@@ -509,20 +543,21 @@ static gboolean Start(GstAggregator *agg) {
   if (plan.ok())
     s = MakeQueues(self, *plan, &impl->queues);
   if (!plan.ok() || !s.ok()) {
-    GST_ELEMENT_ERROR(
-        self, CORE, NEGOTIATION,
-        ("The model \"%s\" is not a vision or combined driving model.", impl->model.path().c_str()),
-        ("%s", (plan.ok() ? s : plan.status()).ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
+                                ("The model \"%s\" is not a vision or combined driving model.",
+                                 impl->model.path().c_str()));
     impl->model.Close();
     gst_clear_object(&impl->ctx);
     return FALSE;
   }
   impl->plan = *plan;
+  SizeTensorArrays(impl);
+  impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
   impl->have_last_id = false;
   impl->segment_sent = false;
   impl->warned_wide_ended = false;
-  impl->reported_latency = 0;
+  impl->latency.Reset();
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
   return TRUE;
 }
@@ -535,6 +570,7 @@ static gboolean Stop(GstAggregator *agg) {
     (void)gst_op_context_get_queue(impl->ctx).Finish();
   }
   impl->timer->Drain();
+  impl->uploader.reset();  // waits until the device has given back every input it read
   GST_INFO_OBJECT(self, "%s", impl->timer->Summary().c_str());
   impl->queues.reset();
   impl->features_ready.reset();
@@ -570,26 +606,8 @@ static GstFlowReturn Flush(GstAggregator *agg) {
 }
 
 static gboolean HandleSettingsEvent(GstOpVision *self, GstEvent *event) {
-  gboolean has_d = FALSE, has_t = FALSE;
-  op::drive::Desire d;
-  op::drive::TrafficConvention t;
-  std::string error;
-  if (!gst_op_driving_settings_event_parse(event, &has_d, &d, &has_t, &t, &error)) {
-    if (!error.empty())
-      GST_WARNING_OBJECT(self, "ignoring a driving-settings event: %s", error.c_str());
-    return FALSE;
-  }
-  GST_OBJECT_LOCK(self);
-  if (has_d)
-    self->impl->desire = d;
-  if (has_t)
-    self->impl->traffic = t;
-  GST_OBJECT_UNLOCK(self);
-  if (has_d)
-    g_object_notify(G_OBJECT(self), "desire");
-  if (has_t)
-    g_object_notify(G_OBJECT(self), "traffic-convention");
-  return TRUE;
+  return gst_op_apply_driving_settings_event(GST_ELEMENT(self), event, &self->impl->desire,
+                                             &self->impl->traffic);
 }
 
 static gboolean SinkEvent(GstAggregator *agg, GstAggregatorPad *pad, GstEvent *event) {
@@ -601,9 +619,8 @@ static gboolean SinkEvent(GstAggregator *agg, GstAggregatorPad *pad, GstEvent *e
     auto info = gst_op_tensor_info_from_caps(caps);
     const bool is_img = pad == self->img_pad;
     if (!info.ok()) {
-      GST_ELEMENT_ERROR(self, STREAM, FORMAT,
-                        ("Pad %s got tensor caps it cannot read.", GST_PAD_NAME(pad)),
-                        ("%s", info.status().ToString().c_str()));
+      GST_OP_ELEMENT_ERROR_STATUS(self, info.status(), STREAM, FORMAT,
+                                  ("Pad %s got tensor caps it cannot read.", GST_PAD_NAME(pad)));
       gst_event_unref(event);
       return FALSE;
     }
@@ -683,11 +700,9 @@ static gboolean SrcQuery(GstAggregator *agg, GstQuery *query) {
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     // Completion callbacks may have raised the measurement since the last frame: answer with
     // the current one (the base class adds what set_latency holds to the upstream latency).
-    const GstClockTime measured = self->impl->timer->stats().max_ns;
-    if (measured > self->impl->reported_latency) {
-      self->impl->reported_latency = measured;
-      gst_aggregator_set_latency(agg, measured, measured);
-    }
+    GstOpLatencyReporter &latency = self->impl->latency;
+    latency.Note(self->impl->timer->stats().max_ns);
+    gst_aggregator_set_latency(agg, latency.max(), latency.max());
   }
   return GST_AGGREGATOR_CLASS(parent_class)->src_query(agg, query);
 }
@@ -741,53 +756,11 @@ static gboolean NegotiatedSrcCaps(GstAggregator *agg, GstCaps *caps) {
   return GST_AGGREGATOR_CLASS(parent_class)->negotiated_src_caps(agg, caps);
 }
 
+// Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
+// memory consumer maps them (zero-copy on unified-memory devices).
 static gboolean DecideAllocation(GstAggregator *agg, GstQuery *query) {
   auto *self = GST_OP_VISION(agg);
-  GstCaps *caps = nullptr;
-  gst_query_parse_allocation(query, &caps, nullptr);
-  if (!caps || !self->impl->ctx)
-    return FALSE;
-  // Outputs always live in OpenCL memory of our context, whatever the caps feature: a system
-  // memory consumer maps them (zero-copy on unified-memory devices). A downstream pool is only
-  // reused when it is ours on the same device.
-  GstBufferPool *pool = nullptr;
-  guint min = 2, max = 0;
-  for (guint i = 0; i < gst_query_get_n_allocation_pools(query) && !pool; i++) {
-    GstBufferPool *candidate = nullptr;
-    guint cmin = 0, cmax = 0;
-    gst_query_parse_nth_allocation_pool(query, i, &candidate, nullptr, &cmin, &cmax);
-    if (candidate && gst_op_buffer_pool_is_on(candidate, self->impl->ctx)) {
-      pool = candidate;
-      min = MAX(min, cmin);
-      max = cmax;
-    } else if (candidate) {
-      gst_object_unref(candidate);
-    }
-  }
-  if (!pool)
-    pool = gst_op_buffer_pool_new(self->impl->ctx);
-  GstStructure *config = gst_buffer_pool_get_config(pool);
-  auto info = gst_op_tensor_info_from_caps(caps);
-  const guint size = info.ok() ? guint(info->bytes()) : 0;
-  gst_buffer_pool_config_set_params(config, caps, size, min, max);
-  if (!gst_buffer_pool_set_config(pool, config)) {
-    gst_object_unref(pool);
-    pool = gst_op_buffer_pool_new(self->impl->ctx);
-    config = gst_buffer_pool_get_config(pool);
-    gst_buffer_pool_config_set_params(config, caps, size, min, max);
-    if (!gst_buffer_pool_set_config(pool, config)) {
-      gst_object_unref(pool);
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Could not configure an OpenCL buffer pool."),
-                        ("caps %" GST_PTR_FORMAT, caps));
-      return FALSE;
-    }
-  }
-  if (gst_query_get_n_allocation_pools(query) > 0)
-    gst_query_set_nth_allocation_pool(query, 0, pool, size, min, max);
-  else
-    gst_query_add_allocation_pool(query, pool, size, min, max);
-  gst_object_unref(pool);
-  return TRUE;
+  return gst_op_decide_output_pool(GST_ELEMENT(self), self->impl->ctx, query, 2);
 }
 
 static GstAggregatorPad *CreateNewPad(GstAggregator *agg, GstPadTemplate *templ,
@@ -820,36 +793,21 @@ static void ReleasePad(GstElement *element, GstPad *pad) {
   GST_ELEMENT_CLASS(parent_class)->release_pad(element, pad);
 }
 
-static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
-  auto *self = GST_OP_VISION(agg);
-  Impl *impl = self->impl;
-  AdoptPendingModel(self);
-
-  GstBuffer *img = gst_aggregator_pad_peek_buffer(self->img_pad);
-  if (!img)
-    return gst_aggregator_pad_is_eos(self->img_pad) ? GST_FLOW_EOS : GST_AGGREGATOR_FLOW_NEED_DATA;
-
-  GST_OBJECT_LOCK(self);
-  GstAggregatorPad *big_pad =
-      self->big_pad ? GST_AGGREGATOR_PAD(gst_object_ref(self->big_pad)) : nullptr;
-  const guint64 max_skew = impl->max_skew;
-  const gboolean skip_after_drop = impl->skip_after_drop;
-  const GstClockTime earliest = impl->earliest_time;
-  GST_OBJECT_UNLOCK(self);
-
-  // Pair: drop wide buffers too old for this road buffer, or the road buffer if it is too old.
+// Pairs the road buffer `img` with a wide one: drops wide buffers too old for it (counted) and
+// returns what to do. *big gets the wide partner when one is present.
+static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggregatorPad *big_pad,
+                                     gboolean timeout, guint64 max_skew, GstOpRef<GstBuffer> *big) {
   const GstClockTime main_time = CaptureTime(img, false);
-  GstBuffer *big = nullptr;
   op::vision::PairDecision decision;
   for (;;) {
     op::vision::PairInput pin;
     pin.main_ns = int64_t(main_time);
     pin.wide_linked = big_pad && gst_pad_is_linked(GST_PAD(big_pad));
     if (pin.wide_linked) {
-      big = gst_aggregator_pad_peek_buffer(big_pad);
-      pin.wide_present = big != nullptr;
-      pin.wide_ns = big ? int64_t(CaptureTime(big, true)) : 0;
-      pin.wide_ended = !big && gst_aggregator_pad_is_eos(big_pad);
+      *big = GstOpRef<GstBuffer>(gst_aggregator_pad_peek_buffer(big_pad));
+      pin.wide_present = bool(*big);
+      pin.wide_ns = *big ? int64_t(CaptureTime(big->get(), true)) : 0;
+      pin.wide_ended = !*big && gst_aggregator_pad_is_eos(big_pad);
       pin.timed_out = timeout;
     }
     decision = op::vision::DecidePair(pin, int64_t(max_skew));
@@ -857,30 +815,92 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
       break;
     GST_LOG_OBJECT(self, "dropping a wide buffer %.1f ms older than the road one",
                    (pin.main_ns - pin.wide_ns) / 1e6);
-    impl->stats.dropped_wide++;
-    gst_buffer_unref(big);
-    big = nullptr;
+    self->impl->stats.dropped_wide++;
+    big->reset();
     gst_aggregator_pad_drop_buffer(big_pad);
   }
   GST_LOG_OBJECT(self, "road %" GST_TIME_FORMAT ": %s", GST_TIME_ARGS(main_time),
                  op::vision::PairActionName(decision.action));
-  GstFlowReturn ret = GST_FLOW_OK;
+  return decision;
+}
+
+// Whether the paired road frame is left out: after a gap in the road frame ids (openpilot: warp
+// only), or when QoS says it cannot arrive in time (before any device work).
+static bool SkipFrame(GstOpVision *self, GstBuffer *img, gboolean skip_after_drop,
+                      GstClockTime earliest) {
+  Impl *impl = self->impl;
+  bool skip = false;
+  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
+    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
+      skip = true;
+    impl->have_last_id = true;
+    impl->last_id = m->road_frame_id;
+  }
+  const GstSegment *seg = &self->img_pad->segment;
+  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
+  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
+    impl->stats.qos_dropped++;
+    GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
+    skip = true;
+  } else if (skip) {
+    impl->stats.skipped++;
+    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
+  }
+  return skip;
+}
+
+// Runs the pair and pushes the output.
+static GstFlowReturn Emit(GstOpVision *self, GstBuffer *img, GstBuffer *big) {
+  Impl *impl = self->impl;
+  GstAggregator *agg = GST_AGGREGATOR(self);
+  if (!impl->segment_sent) {
+    gst_aggregator_update_segment(agg, &self->img_pad->segment);
+    impl->segment_sent = true;
+  }
+  GstBuffer *out = nullptr;
+  GstFlowReturn ret = RunFrame(self, img, big, &out);
+  if (ret != GST_FLOW_OK)
+    return ret;
+  impl->stats.frames++;
+  GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
+  if (GST_BUFFER_PTS_IS_VALID(out))
+    srcpad->segment.position =
+        GST_BUFFER_PTS(out) + (GST_BUFFER_DURATION_IS_VALID(out) ? GST_BUFFER_DURATION(out) : 0);
+  ret = gst_aggregator_finish_buffer(agg, out);
+  UpdateLatency(self);
+  return ret;
+}
+
+static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
+  auto *self = GST_OP_VISION(agg);
+  Impl *impl = self->impl;
+  AdoptPendingModel(self);
+
+  GstOpRef<GstBuffer> img(gst_aggregator_pad_peek_buffer(self->img_pad));
+  if (!img)
+    return gst_aggregator_pad_is_eos(self->img_pad) ? GST_FLOW_EOS : GST_AGGREGATOR_FLOW_NEED_DATA;
+
+  GST_OBJECT_LOCK(self);
+  auto big_pad = GstOpRef<GstAggregatorPad>::Ref(self->big_pad);
+  const guint64 max_skew = impl->max_skew;
+  const gboolean skip_after_drop = impl->skip_after_drop;
+  const GstClockTime earliest = impl->earliest_time;
+  GST_OBJECT_UNLOCK(self);
+
+  GstOpRef<GstBuffer> big;
+  const op::vision::PairDecision decision =
+      Pair(self, img.get(), big_pad.get(), timeout, max_skew, &big);
   switch (decision.action) {
     case op::vision::PairAction::kWait:
-      gst_buffer_unref(img);
-      if (big_pad)
-        gst_object_unref(big_pad);
       return GST_AGGREGATOR_FLOW_NEED_DATA;
     case op::vision::PairAction::kDropMain:
       GST_LOG_OBJECT(self, "dropping a road buffer with no wide partner");
       impl->stats.dropped_road++;
-      gst_buffer_unref(img);
-      gst_buffer_unref(big);  // a wide buffer is present for this decision
-      gst_object_unref(big_pad);
       gst_aggregator_pad_drop_buffer(self->img_pad);
       return GST_FLOW_OK;
     case op::vision::PairAction::kMainAlone:
-      if (big_pad && gst_pad_is_linked(GST_PAD(big_pad)) && !impl->warned_wide_ended && !timeout) {
+      if (big_pad && gst_pad_is_linked(GST_PAD(big_pad.get())) && !impl->warned_wide_ended &&
+          !timeout) {
         impl->warned_wide_ended = true;
         GST_ELEMENT_WARNING(self, STREAM, FAILED,
                             ("The wide camera stream ended; the road frames feed both inputs."),
@@ -892,56 +912,16 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
         ReportSkew(self, decision.skew_ns);
       break;
     case op::vision::PairAction::kDropWide:
-      break;  // handled in the loop
+      break;  // handled in Pair
   }
   // Both buffers of the pair are consumed from here on, whatever happens to the frame.
   gst_aggregator_pad_drop_buffer(self->img_pad);
   if (big)
-    gst_aggregator_pad_drop_buffer(big_pad);
-  if (big_pad)
-    gst_object_unref(big_pad);
+    gst_aggregator_pad_drop_buffer(big_pad.get());
 
-  // A frame after a gap in the road frame ids is not evaluated (openpilot: warp only).
-  bool skip = false;
-  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
-    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
-      skip = true;
-    impl->have_last_id = true;
-    impl->last_id = m->road_frame_id;
-  }
-  // QoS: a frame that cannot arrive in time is dropped before any device work.
-  const GstSegment *seg = &self->img_pad->segment;
-  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
-  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
-    impl->stats.qos_dropped++;
-    GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
-    skip = true;
-  } else if (skip) {
-    impl->stats.skipped++;
-    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
-  }
-
-  if (!skip) {
-    if (!impl->segment_sent) {
-      gst_aggregator_update_segment(agg, seg);
-      impl->segment_sent = true;
-    }
-    GstBuffer *out = nullptr;
-    ret = RunFrame(self, img, big ? big : img, &out);
-    if (ret == GST_FLOW_OK) {
-      impl->stats.frames++;
-      GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
-      if (GST_BUFFER_PTS_IS_VALID(out))
-        srcpad->segment.position =
-            GST_BUFFER_PTS(out) +
-            (GST_BUFFER_DURATION_IS_VALID(out) ? GST_BUFFER_DURATION(out) : 0);
-      ret = gst_aggregator_finish_buffer(agg, out);
-      UpdateLatency(self);
-    }
-  }
-  gst_buffer_unref(img);
-  if (big)
-    gst_buffer_unref(big);
+  GstFlowReturn ret = GST_FLOW_OK;
+  if (!SkipFrame(self, img.get(), skip_after_drop, earliest))
+    ret = Emit(self, img.get(), big ? big.get() : img.get());
   GST_LOG_OBJECT(self, "aggregate: %s", gst_flow_get_name(ret));
   return ret;
 }
@@ -961,7 +941,7 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
       GST_OBJECT_UNLOCK(self);
       break;
     case PROP_PRECISION:
-      impl->model.SetPrecision(static_cast<op::vision::Precision>(g_value_get_enum(value)));
+      impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
     case PROP_SKIP_AFTER_DROP:
       GST_OBJECT_LOCK(self);
@@ -1042,13 +1022,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       g_value_set_uint64(value, impl->stats.qos_dropped);
       break;
     case PROP_MEAN_TIME:
-      g_value_set_double(value, impl->timer->stats().mean_ns() / 1e6);
-      break;
     case PROP_MAX_TIME:
-      g_value_set_double(value, impl->timer->stats().max_ns / 1e6);
-      break;
     case PROP_DEVICE_TIME:
-      g_value_set_double(value, impl->timer->stats().device_mean_ns() / 1e6);
+      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -1063,13 +1039,6 @@ static void Finalize(GObject *object) {
   gst_clear_object(&self->impl->ctx);
   delete self->impl;
   G_OBJECT_CLASS(parent_class)->finalize(object);
-}
-
-static void InstallStat(GObjectClass *klass, guint id, const char *name, const char *blurb) {
-  g_object_class_install_property(
-      klass, id,
-      g_param_spec_uint64(name, name, blurb, 0, G_MAXUINT64, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
 }
 
 static void gst_op_vision_class_init(GstOpVisionClass *klass) {
@@ -1100,7 +1069,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_PRECISION,
       g_param_spec_enum("precision", "Precision", "Storage precision the network is compiled for",
-                        GST_TYPE_OP_PRECISION, int(op::vision::Precision::kAuto), rw_ready));
+                        GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto), rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SKIP_AFTER_DROP,
       g_param_spec_boolean("skip-after-drop", "Skip after drop",
@@ -1124,33 +1093,17 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
                         "Which side traffic keeps to (combined network only)",
                         GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
-  InstallStat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
-  InstallStat(gobject_class, PROP_SKIPPED, "skipped", "Frames not evaluated after a frame drop");
-  InstallStat(gobject_class, PROP_OUT_OF_SYNC, "out-of-sync",
-              "Pairs further apart than max-skew (still run)");
-  InstallStat(gobject_class, PROP_DROPPED_WIDE, "dropped-wide",
-              "Wide buffers dropped as too old for any road buffer");
-  InstallStat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
-              "Road buffers dropped for having no wide buffer within 25 ms");
-  InstallStat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
-  g_object_class_install_property(
-      gobject_class, PROP_MEAN_TIME,
-      g_param_spec_double(
-          "mean-time", "Mean time", "Mean time from submission to device completion per frame (ms)",
-          0, G_MAXDOUBLE, 0, (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-  g_object_class_install_property(
-      gobject_class, PROP_MAX_TIME,
-      g_param_spec_double("max-time", "Maximum time",
-                          "Longest time from submission to device completion of a frame (ms)", 0,
-                          G_MAXDOUBLE, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
-  g_object_class_install_property(
-      gobject_class, PROP_DEVICE_TIME,
-      g_param_spec_double("device-time", "Device time",
-                          "Mean device time per frame, from the start of its first kernel to the "
-                          "end of its last (ms; 0 where the queue has no profiling)",
-                          0, G_MAXDOUBLE, 0,
-                          (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
+  gst_op_install_stat(gobject_class, PROP_SKIPPED, "skipped",
+                      "Frames not evaluated after a frame drop");
+  gst_op_install_stat(gobject_class, PROP_OUT_OF_SYNC, "out-of-sync",
+                      "Pairs further apart than max-skew (still run)");
+  gst_op_install_stat(gobject_class, PROP_DROPPED_WIDE, "dropped-wide",
+                      "Wide buffers dropped as too old for any road buffer");
+  gst_op_install_stat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
+                      "Road buffers dropped for having no wide buffer within 25 ms");
+  gst_op_install_stat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
+  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

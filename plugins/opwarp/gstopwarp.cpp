@@ -53,11 +53,15 @@
 #include <vector>
 
 #include "common/gstopcamerasettings.h"
+#include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/warp.h"
+#include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
+#include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
 #define GST_CAT_DEFAULT gst_op_warp_debug
@@ -93,36 +97,6 @@ static GType gst_op_warp_camera_get_type() {
   return type;
 }
 
-// ---- Calibration event --------------------------------------------------------------------
-
-GstEvent *gst_op_calibration_event_new(gdouble roll, gdouble pitch, gdouble yaw) {
-  return gst_event_new_custom(
-      GST_EVENT_CUSTOM_DOWNSTREAM,
-      gst_structure_new(GST_OP_CALIBRATION_EVENT_NAME, "roll", G_TYPE_DOUBLE, roll, "pitch",
-                        G_TYPE_DOUBLE, pitch, "yaw", G_TYPE_DOUBLE, yaw, nullptr));
-}
-
-gboolean gst_op_calibration_event_parse(GstEvent *event, gdouble *roll, gdouble *pitch,
-                                        gdouble *yaw) {
-  if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CUSTOM_DOWNSTREAM)
-    return FALSE;
-  const GstStructure *s = gst_event_get_structure(event);
-  if (!s || !gst_structure_has_name(s, GST_OP_CALIBRATION_EVENT_NAME))
-    return FALSE;
-  gdouble r = 0, p = 0, y = 0;
-  if (!gst_structure_get_double(s, "roll", &r) || !gst_structure_get_double(s, "pitch", &p) ||
-      !gst_structure_get_double(s, "yaw", &y) || !std::isfinite(r) || !std::isfinite(p) ||
-      !std::isfinite(y))
-    return FALSE;
-  if (roll)
-    *roll = r;
-  if (pitch)
-    *pitch = p;
-  if (yaw)
-    *yaw = y;
-  return TRUE;
-}
-
 // ---- Element state ------------------------------------------------------------------------
 
 enum {
@@ -149,14 +123,6 @@ struct Settings {
   uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
 };
 
-// An input frame in system memory the device is still reading: released by the upload's event
-// callback, so the streaming thread never waits for the transfer.
-struct PendingInput {
-  GstOpWarp *self;
-  GstBuffer *buffer;
-  GstMapInfo map;
-};
-
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
@@ -167,27 +133,21 @@ struct Stream {
   uint64_t applied_version = UINT64_MAX;
   op::cl::MemHandle staging;  // system-memory frames are uploaded here (allocated once)
   size_t staging_bytes = 0;
-  op::cl::EventHandle staging_event;  // the last upload, alive while a wait list names it
-  op::cl::MemHandle download;         // the output for system-memory buffers (allocated once)
+  std::unique_ptr<GstOpUploader> uploader;  // writes them, made with the first one
+  op::cl::EventHandle staging_event;        // the last upload, alive while a wait list names it
+  op::cl::MemHandle download;               // the output for system-memory buffers (allocated once)
   uint64_t frames = 0;
 };
 
 struct Impl {
-  std::mutex lock;  // guards settings and deferred_warnings
+  std::mutex lock;  // guards settings
   Settings settings;
-  // Warnings about settings made before the element had a bus (gst-launch sets properties
-  // while parsing): posted when the element starts, so they are not lost.
-  std::vector<std::pair<std::string, std::string>> deferred_warnings;
-  std::mutex stream_lock;  // guards stream (streaming thread vs flush events and stop)
+  GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
+  std::mutex stream_lock;         // guards stream (streaming thread vs flush events and stop)
   Stream stream;
-  // Uploads still in flight; stop() waits for them.
-  std::mutex pending_lock;
-  std::condition_variable idle;
-  int in_flight = 0;  // uploads and latency probes whose callbacks have not run yet
-  // Processing latency: the longest time from a frame's arrival to its output being complete on
-  // the device, the value a LATENCY message last announced, and what latency queries add.
-  std::atomic<int64_t> max_latency_ns{0};
-  std::atomic<int64_t> posted_latency_ns{0};
+  GstOpKeepAlive probes;  // latency probes whose frames are still on the device
+  // Processing latency: from a frame's arrival to its output being complete on the device.
+  GstOpLatencyReporter latency;
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -228,81 +188,39 @@ static GstOpTensorInfo OutputInfo(GstOpWarpModelInput m) {
 
 // ---- Properties ---------------------------------------------------------------------------
 
-static void PostSettingWarning(GstOpWarp *self, const std::string &text, const std::string &debug) {
-  GST_ELEMENT_WARNING(self, RESOURCE, SETTINGS, ("%s", text.c_str()), ("%s", debug.c_str()));
-}
-
-// A refused setting: a warning on the bus now, or when the element starts if it has no bus yet.
-static void WarnSetting(GstOpWarp *self, const std::string &text, const std::string &debug) {
-  GST_WARNING_OBJECT(self, "%s (%s)", text.c_str(), debug.c_str());
-  GstBus *bus = gst_element_get_bus(GST_ELEMENT(self));
-  if (bus) {
-    gst_object_unref(bus);
-    PostSettingWarning(self, text, debug);
-    return;
-  }
-  std::lock_guard<std::mutex> guard(self->impl->lock);
-  self->impl->deferred_warnings.emplace_back(text, debug);
-}
-
+// Warnings about settings made before the element had a bus are posted now.
 static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
   auto *self = GST_OP_WARP(base);
-  std::vector<std::pair<std::string, std::string>> warnings;
-  {
-    std::lock_guard<std::mutex> guard(self->impl->lock);
-    warnings.swap(self->impl->deferred_warnings);
-  }
-  for (const auto &[text, debug] : warnings)
-    PostSettingWarning(self, text, debug);
+  self->impl->warnings.Post(GST_ELEMENT(self));
   return TRUE;
 }
 
 static void SetRpyString(GstOpWarp *self, const char *value) {
   Impl &impl = *self->impl;
   const std::string text = value ? value : "";
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.rpy_string.clear();
-    impl.settings.rpy = {};
-    impl.settings.calibration_seen = false;
-    impl.settings.calibration_version++;
+  op::drive::Rpy rpy;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_rpy(GST_ELEMENT(self), impl.warnings, text, &rpy);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto rpy = op::drive::ParseRpy(text);
-  if (!rpy.ok()) {
-    WarnSetting(self,
-                "Ignoring the calibration \"" + text +
-                    "\": expected \"roll,pitch,yaw\" in radians; the previous calibration stays",
-                rpy.status().ToString());
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.rpy_string = text;
-  impl.settings.rpy = *rpy;
-  impl.settings.calibration_seen = true;
+  impl.settings.rpy = rpy;
+  impl.settings.calibration_seen = change == GstOpSettingChange::kSet;
   impl.settings.calibration_version++;
 }
 
 static void SetIntrinsicsString(GstOpWarp *self, const char *value) {
   Impl &impl = *self->impl;
   const std::string text = value ? value : "";
-  if (text.empty()) {
-    std::lock_guard<std::mutex> guard(impl.lock);
-    impl.settings.intrinsics_string.clear();
-    impl.settings.intrinsics.reset();
+  op::drive::Intrinsics k;
+  const GstOpSettingChange change =
+      gst_op_camera_settings_parse_intrinsics(GST_ELEMENT(self), impl.warnings, text, &k);
+  if (change == GstOpSettingChange::kRefused)
     return;
-  }
-  auto k = op::drive::ParseIntrinsics(text);
-  if (!k.ok()) {
-    WarnSetting(self,
-                "Ignoring the intrinsics \"" + text +
-                    "\": expected \"fx,fy,cx,cy\" in pixels; the previous value stays",
-                k.status().ToString());
-    return;
-  }
   std::lock_guard<std::mutex> guard(impl.lock);
   impl.settings.intrinsics_string = text;
-  impl.settings.intrinsics = *k;
+  impl.settings.intrinsics = change == GstOpSettingChange::kSet ? std::optional(k) : std::nullopt;
 }
 
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
@@ -448,8 +366,8 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   auto warper = op::drive::Warper::Create(gst_op_context_get_device(ctx),
                                           gst_op_context_get_queue(ctx), LayoutOf(info));
   if (!warper.ok()) {
-    GST_ELEMENT_ERROR(self, LIBRARY, INIT, ("Could not prepare the warp on the OpenCL device"),
-                      ("%s", warper.status().ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, warper.status(), LIBRARY, INIT,
+                                ("Could not prepare the warp on the OpenCL device"));
     return FALSE;
   }
   if (!op::drive::WarpIsBitExact(*gst_op_context_get_device(ctx)))
@@ -521,26 +439,12 @@ static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {
 
 // ---- Frames -------------------------------------------------------------------------------
 
-static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
-  auto *pending = static_cast<PendingInput *>(data);
-  Impl &impl = *pending->self->impl;
-  if (status < 0)
-    GST_WARNING_OBJECT(pending->self, "frame upload failed on the device: %d", status);
-  gst_buffer_unmap(pending->buffer, &pending->map);
-  gst_buffer_unref(pending->buffer);
-  delete pending;
-  std::lock_guard<std::mutex> guard(impl.pending_lock);
-  if (--impl.in_flight == 0)
-    impl.idle.notify_all();
-}
-
 // Makes the input frame available as a cl_mem: OpenCL memory of our context is used in place
 // (its last writer joins `wait`), anything else is uploaded once into the staging buffer.
 // `layout` gets offsets relative to the returned cl_mem.
 static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBuffer *inbuf,
                                        op::drive::Nv12Layout *layout, op::cl::EventList *wait) {
   Stream &st = self->impl->stream;
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   const size_t needed = layout->MinBytes();
   GstMemory *mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
   if (mem && gst_is_op_memory_on(mem, ctx)) {
@@ -562,48 +466,16 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
     OP_ASSIGN_OR_RETURN(st.staging, gst_op_context_get_device(ctx)->CreateBuffer(needed));
     st.staging_bytes = needed;
   }
-  auto *pending = new PendingInput{self, gst_buffer_ref(inbuf), {}};
-  if (!gst_buffer_map(inbuf, &pending->map, GST_MAP_READ)) {
-    gst_buffer_unref(inbuf);
-    delete pending;
-    return op::IoError("could not map the input frame for reading");
-  }
-  auto written = queue.Write(st.staging.get(), 0, needed, pending->map.data, *wait);
-  if (!written.ok()) {
-    gst_buffer_unmap(inbuf, &pending->map);
-    gst_buffer_unref(inbuf);
-    delete pending;
+  if (!st.uploader)
+    st.uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
+  auto written = st.uploader->WriteBuffer(inbuf, needed, st.staging.get(), *wait);
+  if (!written.ok())
     return written.status();
-  }
-  {
-    std::lock_guard<std::mutex> guard(self->impl->pending_lock);
-    self->impl->in_flight++;
-  }
-  if (clSetEventCallback(written->get(), CL_COMPLETE, ReleaseInput, pending) != CL_SUCCESS) {
-    // Without a callback the only safe release is after the copy is done.
-    (void)op::cl::WaitForEvent(written->get());
-    ReleaseInput(written->get(), CL_COMPLETE, pending);
-  }
   if (!wait->Add(written->get()))
     return op::Internal("too many events to wait for");
   // The in-order queue keeps the write alive until it ran; the list only needs its handle now.
   st.staging_event = std::move(written).value();
   return st.staging.get();
-}
-
-// Records one frame's processing latency; a new maximum (by more than a millisecond) is
-// announced with a LATENCY message so the pipeline queries it again.
-static void NoteLatency(GstOpWarp *self, int64_t ns) {
-  Impl &impl = *self->impl;
-  int64_t max = impl.max_latency_ns.load();
-  while (ns > max && !impl.max_latency_ns.compare_exchange_weak(max, ns)) {
-  }
-  int64_t posted = impl.posted_latency_ns.load();
-  if (ns > posted + int64_t(GST_MSECOND) &&
-      impl.posted_latency_ns.compare_exchange_strong(posted, ns)) {
-    GST_DEBUG_OBJECT(self, "processing latency grew to %" G_GINT64_FORMAT " ns", ns);
-    gst_element_post_message(GST_ELEMENT(self), gst_message_new_latency(GST_OBJECT(self)));
-  }
 }
 
 struct LatencyProbe {
@@ -612,15 +484,12 @@ struct LatencyProbe {
 };
 
 // Runs on a driver thread when a frame's output is complete.
-static void CL_CALLBACK MeasureLatency(cl_event, cl_int status, void *data) {
+static void MeasureLatency(void *data, cl_int status) {
   auto *probe = static_cast<LatencyProbe *>(data);
-  Impl &impl = *probe->self->impl;
   if (status == CL_COMPLETE)
-    NoteLatency(probe->self, g_get_monotonic_time() * 1000 - probe->start_ns);
+    probe->self->impl->latency.NoteAndPost(GST_ELEMENT(probe->self),
+                                           g_get_monotonic_time() * 1000 - probe->start_ns);
   delete probe;
-  std::lock_guard<std::mutex> guard(impl.pending_lock);
-  if (--impl.in_flight == 0)
-    impl.idle.notify_all();
 }
 
 static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
@@ -629,16 +498,64 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
     return parent->query(trans, direction, query);
   if (!parent->query(trans, direction, query))
     return FALSE;
-  gboolean live = FALSE;
-  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
-  gst_query_parse_latency(query, &live, &min, &max);
-  const GstClockTime ours = GstClockTime(GST_OP_WARP(trans)->impl->max_latency_ns.load());
-  min += ours;
-  if (GST_CLOCK_TIME_IS_VALID(max))
-    max += ours;
-  gst_query_set_latency(query, live, min, max);
-  GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(ours));
+  const GstOpLatencyReporter &latency = GST_OP_WARP(trans)->impl->latency;
+  latency.AddTo(query);
+  GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(latency.max()));
   return TRUE;
+}
+
+// Device output: the warp writes the output tensor in place, and the output's (and an OpenCL
+// input's) last-user event is the warp's; nothing waits on the host.
+static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *inbuf,
+                               GstBuffer *outbuf, cl_mem out, gsize out_offset,
+                               op::cl::EventList &wait, int64_t start_ns) {
+  Impl &impl = *self->impl;
+  Stream &st = impl.stream;
+  GstMemory *out_mem = gst_buffer_peek_memory(outbuf, 0);
+  op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
+  wait.Add(previous.get());
+  OP_ASSIGN_OR_RETURN(op::cl::EventHandle done, st.warper->Process(frame, out, out_offset, wait));
+  OP_RETURN_IF_ERROR(gst_op_context_get_queue(ctx).Flush());
+  gst_op_buffer_set_write_event(outbuf, done.get());
+  // The input is only read, but marking our event on it makes whoever reuses or maps it next
+  // wait until the warp has read it (memories track one event, their last user).
+  GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
+  if (frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
+    gst_op_memory_set_write_event(in_mem, done.get());
+  // The latency is known once the device is done with the frame.
+  impl.probes.OnComplete(done.get(), MeasureLatency, new LatencyProbe{self, start_ns});
+  return op::Status::Ok();
+}
+
+// System-memory output: warp into our own device buffer, then read it back.
+static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *outbuf,
+                               const op::cl::EventList &wait, int64_t start_ns) {
+  Impl &impl = *self->impl;
+  Stream &st = impl.stream;
+  if (!st.download) {
+    OP_ASSIGN_OR_RETURN(st.download,
+                        gst_op_context_get_device(ctx)->CreateBuffer(op::drive::kModelInputBytes));
+  }
+  GstMapInfo map;
+  if (!gst_buffer_map(outbuf, &map, GST_MAP_WRITE))
+    return op::IoError("could not map the output buffer");
+  op::Status s = op::Status::Ok();
+  if (map.size < op::drive::kModelInputBytes) {
+    s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
+  } else {
+    op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+    auto done = st.warper->Process(frame, st.download.get(), 0, wait);
+    auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes, map.data,
+                                       {done->get()})
+                          : op::StatusOr<op::cl::EventHandle>(done.status());
+    // A host wait on purpose: system memory goes downstream as soon as we return, and nothing
+    // there knows about OpenCL events.
+    s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
+    if (s.ok())
+      impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
+  }
+  gst_buffer_unmap(outbuf, &map);
+  return s;
 }
 
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
@@ -661,8 +578,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   const bool meta_ok = gst_op_video_info_from_buffer(&st.caps_info, inbuf, &vinfo);
   op::drive::Nv12Layout layout = LayoutOf(meta_ok ? vinfo : st.caps_info);
   if (op::Status valid = layout.Validate(); !valid.ok()) {
-    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Input frame layout is unusable"),
-                      ("%s", valid.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, valid, STREAM, FORMAT, ("Input frame layout is unusable"));
     return GST_FLOW_ERROR;
   }
   if (!meta_ok || in_size < layout.MinBytes()) {
@@ -690,12 +606,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   auto frame = InputFrame(self, ctx, inbuf, &layout, &wait);
   op::Status s = frame.ok() ? st.warper->SetLayout(layout) : frame.status();
   if (!s.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not read the input frame"),
-                      ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED, ("Could not read the input frame"));
     return GST_FLOW_ERROR;
   }
 
-  op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   GstMemory *out_mem =
       gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
   if (out_mem && gst_is_op_memory_on(out_mem, ctx)) {
@@ -706,57 +620,13 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
     cl_mem out = gst_op_map_info_get_cl_mem(&info);
     gst_memory_unmap(out_mem, &info);
-    op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
-    wait.Add(previous.get());
-    auto done = st.warper->Process(*frame, out, out_mem->offset, wait);
-    s = done.ok() ? queue.Flush() : done.status();
-    if (s.ok()) {
-      gst_op_buffer_set_write_event(outbuf, done->get());
-      // The input is only read, but marking our event on it makes whoever reuses or maps it
-      // next wait until the warp has read it (memories track one event, their last user).
-      GstMemory *in_mem = gst_buffer_peek_memory(inbuf, 0);
-      if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
-        gst_op_memory_set_write_event(in_mem, done->get());
-      // The latency is known once the device is done with the frame.
-      auto *probe = new LatencyProbe{self, start_ns};
-      {
-        std::lock_guard<std::mutex> guard(impl.pending_lock);
-        impl.in_flight++;
-      }
-      if (clSetEventCallback(done->get(), CL_COMPLETE, MeasureLatency, probe) != CL_SUCCESS)
-        MeasureLatency(done->get(), CL_INVALID_EVENT, probe);  // not measured, but released
-    }
+    s = WarpToDevice(self, ctx, *frame, inbuf, outbuf, out, out_mem->offset, wait, start_ns);
   } else {
-    // System-memory output: warp into our own device buffer, then read it back.
-    if (!st.download) {
-      auto mem = gst_op_context_get_device(ctx)->CreateBuffer(op::drive::kModelInputBytes);
-      if (mem.ok())
-        st.download = std::move(mem).value();
-      s = mem.status();
-    }
-    GstMapInfo map;
-    if (s.ok() && !gst_buffer_map(outbuf, &map, GST_MAP_WRITE))
-      s = op::IoError("could not map the output buffer");
-    if (s.ok()) {
-      if (map.size < op::drive::kModelInputBytes) {
-        s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
-      } else {
-        auto done = st.warper->Process(*frame, st.download.get(), 0, wait);
-        auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes,
-                                           map.data, {done->get()})
-                              : op::StatusOr<op::cl::EventHandle>(done.status());
-        // A host wait on purpose: system memory goes downstream as soon as we return, and
-        // nothing there knows about OpenCL events.
-        s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
-        if (s.ok())
-          NoteLatency(self, g_get_monotonic_time() * 1000 - start_ns);
-      }
-      gst_buffer_unmap(outbuf, &map);
-    }
+    s = WarpToSystem(self, ctx, *frame, outbuf, wait, start_ns);
   }
   if (!s.ok()) {
-    GST_ELEMENT_ERROR(self, RESOURCE, FAILED, ("Could not warp the frame on the OpenCL device"),
-                      ("%s", s.ToString().c_str()));
+    GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED,
+                                ("Could not warp the frame on the OpenCL device"));
     return GST_FLOW_ERROR;
   }
 
@@ -792,12 +662,9 @@ static void Close(GstOpBaseFilter *base) {
   // Stopping: the frames in flight must finish before their buffers and our memory go.
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  {
-    std::unique_lock<std::mutex> guard(impl.pending_lock);
-    impl.idle.wait(guard, [&] { return impl.in_flight == 0; });
-  }
+  impl.probes.Drain();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
-  impl.stream = Stream();
+  impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
 }
 

@@ -1,5 +1,6 @@
 // libgstop on the machine's OpenCL device (PoCL in CI): context sharing helpers, memory maps,
-// copies, shares and last-writer events, pools and their lifetimes, tensor caps, frame meta.
+// copies, shares and last-writer events, keeping host memory alive until the device is done,
+// uploads, pools and their lifetimes, tensor caps, frame meta.
 #include <gtest/gtest.h>
 
 #include <gst/gst.h>
@@ -381,6 +382,255 @@ TEST_F(Op, CopyWaitsForTheWriterOnTheDeviceNotTheHost) {
   ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
   EXPECT_EQ(Read(copy), bytes);
   gst_memory_unref(copy);
+  gst_memory_unref(mem);
+}
+
+// ---- Status at the GObject edge -------------------------------------------------------------
+
+TEST(StatusError, MissingFilesOfALoadAreResourceErrorsOtherwiseTheCallersDomain) {
+  GQuark domain = 0;
+  gint code = 0;
+  gst_op_status_error_code(op::NotFound("model.onnx: no such file"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_NOT_FOUND);
+  gst_op_status_error_code(op::IoError("model.onnx: permission denied"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_NOT_FOUND);
+  gst_op_status_error_code(op::Corrupt("model.onnx: truncated"), GST_LIBRARY_ERROR,
+                           GST_LIBRARY_ERROR_INIT, &domain, &code);
+  EXPECT_EQ(domain, GST_LIBRARY_ERROR);
+  EXPECT_EQ(code, GST_LIBRARY_ERROR_INIT);
+  // A tensor that is not there is not a missing file: the caller's domain stays.
+  gst_op_status_error_code(op::NotFound("no slice \"hidden_state\""), GST_CORE_ERROR,
+                           GST_CORE_ERROR_NEGOTIATION, &domain, &code);
+  EXPECT_EQ(domain, GST_CORE_ERROR);
+  EXPECT_EQ(code, GST_CORE_ERROR_NEGOTIATION);
+  gst_op_status_error_code(op::IoError("disk full"), GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_WRITE,
+                           &domain, &code);
+  EXPECT_EQ(domain, GST_RESOURCE_ERROR);
+  EXPECT_EQ(code, GST_RESOURCE_ERROR_WRITE);
+}
+
+TEST(StatusError, MacroPostsTheTextAndTheStatusAsDebug) {
+  gst_init(nullptr, nullptr);
+  GstElement *bin = gst_pipeline_new("p");
+  GstBus *bus = gst_element_get_bus(bin);
+  GST_OP_ELEMENT_ERROR_STATUS(bin, op::NotFound("/models/x.onnx: no such file"), LIBRARY, INIT,
+                              ("Could not load the model \"%s\".", "/models/x.onnx"));
+  GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR);
+  ASSERT_TRUE(m);
+  GError *err = nullptr;
+  gchar *debug = nullptr;
+  gst_message_parse_error(m, &err, &debug);
+  EXPECT_TRUE(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_NOT_FOUND));
+  EXPECT_STREQ(err->message, "Could not load the model \"/models/x.onnx\".");
+  EXPECT_NE(std::string(debug).find("/models/x.onnx: no such file"), std::string::npos) << debug;
+  g_error_free(err);
+  g_free(debug);
+  gst_message_unref(m);
+  gst_object_unref(bus);
+  gst_object_unref(bin);
+}
+
+// ---- GstOpRef ---------------------------------------------------------------------------------
+
+TEST(GstOpRef, TakesCopiesMovesAndReleasesReferences) {
+  gst_init(nullptr, nullptr);
+  GstBuffer *raw = gst_buffer_new();
+  gst_buffer_ref(raw);  // the test's own reference, so the count stays readable
+  {
+    GstOpRef<GstBuffer> a(raw);  // takes one
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 2);
+    GstOpRef<GstBuffer> b = a;  // copies ref
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 3);
+    GstOpRef<GstBuffer> c = std::move(b);  // moves do not
+    EXPECT_FALSE(b);
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 3);
+    auto d = GstOpRef<GstBuffer>::Ref(raw);  // adds one
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 4);
+    GstBuffer *handed = d.release();  // hands one on
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 4);
+    gst_buffer_unref(handed);
+  }
+  EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(raw), 1);
+  gst_buffer_unref(raw);
+
+  GstElement *bin = gst_bin_new("b");
+  {
+    auto o = GstOpRef<GstElement>::Ref(bin);
+    EXPECT_EQ(GST_OBJECT_REFCOUNT_VALUE(bin), 2);
+  }
+  EXPECT_EQ(GST_OBJECT_REFCOUNT_VALUE(bin), 1);
+  gst_object_unref(bin);
+}
+
+// ---- latency ---------------------------------------------------------------------------------
+
+// Announced when a measurement exceeds the last announced one by more than a quarter; queries
+// add the longest measured.
+TEST(LatencyReporter, AnnouncesGrowthBeyondAQuarterAndQueriesAddTheMaximum) {
+  gst_init(nullptr, nullptr);
+  GstOpLatencyReporter r;
+  EXPECT_TRUE(r.Note(4 * GST_MSECOND));
+  EXPECT_FALSE(r.Note(5 * GST_MSECOND));  // exactly a quarter more: not yet
+  EXPECT_EQ(r.max(), 5 * GST_MSECOND);
+  EXPECT_FALSE(r.Note(3 * GST_MSECOND));
+  EXPECT_TRUE(r.Note(5 * GST_MSECOND + 1));
+  EXPECT_FALSE(r.Note(6 * GST_MSECOND));
+  GstQuery *q = gst_query_new_latency();
+  gst_query_set_latency(q, TRUE, 10 * GST_MSECOND, GST_CLOCK_TIME_NONE);
+  r.AddTo(q);
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  EXPECT_TRUE(live);
+  EXPECT_EQ(min, 16 * GST_MSECOND);
+  EXPECT_EQ(max, GST_CLOCK_TIME_NONE);
+  gst_query_unref(q);
+  r.Reset();
+  EXPECT_EQ(r.max(), 0u);
+  EXPECT_TRUE(r.Note(GST_MSECOND));
+}
+
+// ---- keeping host memory alive until the device is done ----------------------------------
+
+// The work runs only once its event completes, and Drain() returns only after all of it ran.
+TEST_F(Op, KeepAliveRunsWhenTheEventCompletesAndDrainWaitsForIt) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  std::atomic<int> ran{0};
+  std::atomic<cl_int> seen{1};
+  struct Probe {
+    std::atomic<int> *ran;
+    std::atomic<cl_int> *seen;
+  } probe{&ran, &seen};
+  auto fn = [](void *data, cl_int status) {
+    auto *p = static_cast<Probe *>(data);
+    p->seen->store(status);
+    p->ran->fetch_add(1);
+  };
+  GstOpKeepAlive keep;
+  for (int i = 0; i < 3; i++)
+    keep.OnComplete(gate.get(), fn, &probe);
+  EXPECT_EQ(keep.in_flight(), 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(ran.load(), 0) << "ran before the event completed";
+  std::atomic<bool> drained{false};
+  std::thread drainer([&] {
+    keep.Drain();
+    drained = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(drained.load()) << "Drain returned with work in flight";
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  drainer.join();
+  EXPECT_EQ(ran.load(), 3);
+  EXPECT_EQ(seen.load(), CL_COMPLETE);
+  EXPECT_EQ(keep.in_flight(), 0);
+}
+
+// More registrations than the table holds: the extra ones wait for their event (already
+// complete here) and run at once, so none is lost.
+TEST_F(Op, KeepAliveBeyondItsTableStillRunsEveryOne) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  op::cl::EventHandle done(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(clSetUserEventStatus(done.get(), CL_COMPLETE), CL_SUCCESS);
+  std::atomic<int> ran{0};
+  auto fn = [](void *data, cl_int) { static_cast<std::atomic<int> *>(data)->fetch_add(1); };
+  GstOpKeepAlive keep;
+  for (size_t i = 0; i < GstOpKeepAlive::kSlots; i++)
+    keep.OnComplete(gate.get(), fn, &ran);
+  keep.OnComplete(done.get(), fn, &ran);  // no slot left: runs before returning
+  EXPECT_EQ(ran.load(), 1);
+  ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+  keep.Drain();
+  EXPECT_EQ(ran.load(), int(GstOpKeepAlive::kSlots) + 1);
+}
+
+// A direct (unstaged) upload keeps the input referenced until the device has read it; a staged
+// one gives it back at once. Both write the input's bytes.
+TEST_F(Op, UploaderHoldsTheInputUntilTheDeviceReadIt) {
+  const auto &device = gst_op_context_get_device(ctx_);
+  const size_t n = 4096;
+  for (bool staged : {false, true}) {
+    GstOpUploader uploader(nullptr, ctx_, staged);
+    ASSERT_EQ(uploader.staging(), staged || device->buffer_policy().staging_uploads);
+    auto bytes = Pattern(n, staged ? 3 : 4);
+    GstBuffer *in = gst_buffer_new_memdup(bytes.data(), n);
+    GstMemory *out = Alloc(n);
+    GstMapInfo cl_map;
+    ASSERT_TRUE(gst_op_memory_map_cl(out, &cl_map, GST_MAP_WRITE));
+    cl_int err = CL_SUCCESS;
+    op::cl::EventHandle gate(clCreateUserEvent(device->context(), &err));
+    ASSERT_EQ(err, CL_SUCCESS);
+    auto written = uploader.WriteBuffer(in, n, gst_op_map_info_get_cl_mem(&cl_map), {gate.get()});
+    ASSERT_TRUE(written.ok()) << written.status().ToString();
+    gst_op_memory_set_write_event(out, written->get());
+    gst_memory_unmap(out, &cl_map);
+    if (uploader.staging())
+      EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 1) << "staged input not given back";
+    else
+      EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 2) << "input released before the write";
+    ASSERT_EQ(clSetUserEventStatus(gate.get(), CL_COMPLETE), CL_SUCCESS);
+    EXPECT_EQ(Read(out), bytes);
+    uploader.Drain();
+    EXPECT_EQ(GST_MINI_OBJECT_REFCOUNT_VALUE(in), 1);
+    // Too small an input is refused naming both sizes.
+    auto small = uploader.WriteBuffer(in, 2 * n, gst_op_map_info_get_cl_mem(&cl_map), {});
+    ASSERT_FALSE(small.ok());
+    EXPECT_NE(small.status().ToString().find("4096 bytes is smaller than the 8192"),
+              std::string::npos)
+        << small.status().ToString();
+    gst_buffer_unref(in);
+    gst_memory_unref(out);
+  }
+}
+
+// ---- reading tensors back ------------------------------------------------------------------
+
+// float16 in OpenCL memory (read through the queue) and float32 in system memory come back as
+// the same floats; a short memory and a non-float tensor are refused saying why.
+TEST_F(Op, TensorsReadBackAsFloats) {
+  const std::vector<uint16_t> halves = {0x3c00, 0xc000, 0x3555, 0x0001, 0x7bff, 0x0000};
+  const std::vector<float> expected = {1.0f,     -2.0f, 0.333251953125f, 5.96046448e-08f,
+                                       65504.0f, 0.0f};
+  GstMemory *mem = Alloc(halves.size() * 2);
+  std::vector<guint8> bytes(halves.size() * 2);
+  std::memcpy(bytes.data(), halves.data(), bytes.size());
+  Fill(mem, bytes);
+  GstOpTensorDesc half_desc{"out", GstOpTensorType::kFloat16, {1, int64_t(halves.size())}};
+  std::vector<float> out(halves.size());
+  std::vector<uint16_t> scratch;
+  op::Status st = gst_op_tensor_read_floats(mem, half_desc, out.data(), &scratch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out, expected);
+
+  GstOpTensorDesc float_desc{"out", GstOpTensorType::kFloat32, {1, 6}};
+  GstMemory *sys = gst_allocator_alloc(nullptr, sizeof(float) * 6, nullptr);
+  GstMapInfo map;
+  ASSERT_TRUE(gst_memory_map(sys, &map, GST_MAP_WRITE));
+  std::memcpy(map.data, expected.data(), sizeof(float) * 6);
+  gst_memory_unmap(sys, &map);
+  std::fill(out.begin(), out.end(), 0.0f);
+  st = gst_op_tensor_read_floats(sys, float_desc, out.data(), &scratch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(out, expected);
+
+  // The half memory is 12 bytes; as float32 it would need 24.
+  st = gst_op_tensor_read_floats(mem, float_desc, out.data(), &scratch);
+  EXPECT_NE(st.ToString().find("it has 12 bytes, its caps say 24"), std::string::npos)
+      << st.ToString();
+  GstOpTensorDesc bytes_desc{"img", GstOpTensorType::kUint8, {1, 12}};
+  st = gst_op_tensor_read_floats(mem, bytes_desc, out.data(), &scratch);
+  EXPECT_EQ(st.code(), op::StatusCode::kUnsupported) << st.ToString();
+  gst_memory_unref(sys);
   gst_memory_unref(mem);
 }
 

@@ -30,10 +30,10 @@
 #include <tuple>
 #include <vector>
 
+#include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
 #include "op/gstoptensor.h"
-#include "opwarp/gstopwarp.h"
 #include "route.h"
 
 namespace {

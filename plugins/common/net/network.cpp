@@ -1,11 +1,11 @@
-#include "opnetwork.h"
+#include "common/net/network.h"
 
 #include <set>
 
 #include "nn/compiler.h"
 #include "nn/executor.h"
 
-namespace op::vision {
+namespace op::net {
 namespace {
 
 std::string DescribeTensor(const GstOpTensorDesc &t) {
@@ -116,11 +116,11 @@ StatusOr<GstOpTensorInfo> ConcatTensorInfo(const GstOpTensorInfo &first,
   return out;
 }
 
-}  // namespace op::vision
+}  // namespace op::net
 
 // ---- the network on gst/nn's executor ---------------------------------------------------
 
-namespace op::vision {
+namespace op::net {
 namespace {
 
 StatusOr<GstOpTensorType> TypeOf(const nn::TensorDesc &t) {
@@ -217,4 +217,4 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
                                                 std::move(out), std::move(description)));
 }
 
-}  // namespace op::vision
+}  // namespace op::net

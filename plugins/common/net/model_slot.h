@@ -11,14 +11,15 @@
 #include <string>
 #include <thread>
 
-#include "opnetwork.h"
+#include "common/net/network.h"
 #include "op/gstopcontext.h"
+#include "op/gstopupload.h"
 
-// The `precision` property's enum (op::vision::Precision values).
+// The `precision` property's enum (op::net::Precision values).
 #define GST_TYPE_OP_PRECISION (gst_op_precision_get_type())
 GType gst_op_precision_get_type(void);
 
-namespace op::vision {
+namespace op::net {
 
 // The network an element runs and the one it may switch to. The streaming thread owns
 // current(); set_property threads only set the path, and a load started while playing runs on
@@ -129,16 +130,22 @@ class FrameTimer {
   Stats stats_;
 };
 
+// The frame timer's read-only properties of opvision and oppolicy, at ids `first` (mean-time),
+// first + 1 (max-time) and first + 2 (device-time), all in milliseconds.
+void InstallFrameTimerProperties(GObjectClass *klass, guint first);
+// For get_property: TRUE when `id` is one of them and `value` was set from `timer`.
+bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value);
+
 // An input tensor as a cl_mem: a GstOpMemory on `ctx` is used in place; any other memory is
-// uploaded into `staging` (created once by the caller for the negotiated size) with a
-// non-blocking write that keeps the memory mapped and referenced until the write completes.
+// uploaded by `uploader` into `staging` (created once by the caller for the negotiated size),
+// which keeps the memory mapped and referenced until the write completes.
 // `ready` is what a reader must wait for: the memory's last writer, or the upload.
 struct DeviceTensor {
   cl_mem mem = nullptr;
   size_t offset = 0;  // bytes
   cl::EventHandle ready;
 };
-StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
-                                   cl_mem staging);
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstOpUploader *uploader, GstMemory *memory,
+                                   size_t bytes, cl_mem staging);
 
-}  // namespace op::vision
+}  // namespace op::net

@@ -1,4 +1,4 @@
-#include "netstage.h"
+#include "common/net/model_slot.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -9,10 +9,9 @@
 GType gst_op_precision_get_type(void) {
   static gsize type = 0;
   static const GEnumValue values[] = {
-      {int(op::vision::Precision::kAuto), "fp16 where the device computes in half, else fp32",
-       "auto"},
-      {int(op::vision::Precision::kFp32), "float32 storage and compute", "fp32"},
-      {int(op::vision::Precision::kFp16), "float16 storage", "fp16"},
+      {int(op::net::Precision::kAuto), "fp16 where the device computes in half, else fp32", "auto"},
+      {int(op::net::Precision::kFp32), "float32 storage and compute", "fp32"},
+      {int(op::net::Precision::kFp16), "float16 storage", "fp16"},
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) {
@@ -23,7 +22,7 @@ GType gst_op_precision_get_type(void) {
   return type;
 }
 
-namespace op::vision {
+namespace op::net {
 
 // ---- ModelSlot ----------------------------------------------------------------------------
 
@@ -237,26 +236,43 @@ std::string FrameTimer::Summary() const {
   return line;
 }
 
-// ---- DeviceInput --------------------------------------------------------------------------
+// ---- properties ---------------------------------------------------------------------------
 
-namespace {
-
-struct UploadHold {
-  GstMemory *memory;
-  GstMapInfo map;
-};
-
-void CL_CALLBACK ReleaseUpload(cl_event, cl_int, void *data) {
-  auto *hold = static_cast<UploadHold *>(data);
-  gst_memory_unmap(hold->memory, &hold->map);
-  gst_memory_unref(hold->memory);
-  delete hold;
+void InstallFrameTimerProperties(GObjectClass *klass, guint first) {
+  const auto ro = (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+  g_object_class_install_property(
+      klass, first,
+      g_param_spec_double("mean-time", "Mean time",
+                          "Mean time from submission to device completion per frame (ms)", 0,
+                          G_MAXDOUBLE, 0, ro));
+  g_object_class_install_property(
+      klass, first + 1,
+      g_param_spec_double("max-time", "Maximum time",
+                          "Longest time from submission to device completion of a frame (ms)", 0,
+                          G_MAXDOUBLE, 0, ro));
+  g_object_class_install_property(
+      klass, first + 2,
+      g_param_spec_double("device-time", "Device time",
+                          "Mean device time per frame, from the start of its first kernel to the "
+                          "end of its last (ms; 0 where the queue has no profiling)",
+                          0, G_MAXDOUBLE, 0, ro));
 }
 
-}  // namespace
+bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value) {
+  if (id < first || id > first + 2)
+    return false;
+  const FrameTimer::Stats s = timer.stats();
+  const double ns = id == first       ? s.mean_ns()
+                    : id == first + 1 ? double(s.max_ns)
+                                      : s.device_mean_ns();
+  g_value_set_double(value, ns / 1e6);
+  return true;
+}
 
-StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t bytes,
-                                   cl_mem staging) {
+// ---- DeviceInput --------------------------------------------------------------------------
+
+StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstOpUploader *uploader, GstMemory *memory,
+                                   size_t bytes, cl_mem staging) {
   DeviceTensor t;
   if (gst_is_op_memory_on(memory, ctx)) {
     GstMapInfo info;
@@ -273,41 +289,13 @@ StatusOr<DeviceTensor> DeviceInput(GstOpContext *ctx, GstMemory *memory, size_t 
     return t;
   }
   // System memory (or another device's): the compatibility path, one upload per frame into a
-  // buffer made at negotiation. The host data must stay valid until the write has read it, so
-  // the memory stays mapped and referenced until the write's completion callback.
-  if (!staging)
+  // buffer made at negotiation; the uploader keeps the memory until the device has read it.
+  if (!staging || !uploader)
     return Internal("no staging buffer for a system-memory input");
-  auto *hold = new UploadHold{gst_memory_ref(memory), GstMapInfo()};
-  if (!gst_memory_map(memory, &hold->map, GST_MAP_READ)) {
-    gst_memory_unref(memory);
-    delete hold;
-    return InvalidArgument("cannot map an input memory for reading");
-  }
-  if (hold->map.size < bytes) {
-    const size_t got = hold->map.size;
-    gst_memory_unmap(memory, &hold->map);
-    gst_memory_unref(memory);
-    delete hold;
-    return InvalidArgument("an input memory of " + std::to_string(got) +
-                           " bytes is smaller than the " + std::to_string(bytes) +
-                           " bytes of its tensor");
-  }
-  auto written = gst_op_context_get_queue(ctx).Write(staging, 0, bytes, hold->map.data);
-  if (!written.ok() ||
-      clSetEventCallback(written->get(), CL_COMPLETE, ReleaseUpload, hold) != CL_SUCCESS) {
-    // Without a callback the hold would leak; wait here instead (an error path, not a frame).
-    if (written.ok())
-      (void)cl::WaitForEvent(written->get());
-    gst_memory_unmap(memory, &hold->map);
-    gst_memory_unref(memory);
-    delete hold;
-    if (!written.ok())
-      return written.status();
-    return Internal("clSetEventCallback failed for an input upload");
-  }
+  OP_ASSIGN_OR_RETURN(cl::EventHandle written, uploader->WriteMemory(memory, bytes, staging, {}));
   t.mem = staging;
-  t.ready = std::move(written).value();
+  t.ready = std::move(written);
   return t;
 }
 
-}  // namespace op::vision
+}  // namespace op::net

@@ -1,6 +1,39 @@
-#include "drivingsettings.h"
+#include "common/gstopevents.h"
 
+#include <cmath>
 #include <string>
+
+// ---- Calibration event --------------------------------------------------------------------
+
+GstEvent *gst_op_calibration_event_new(gdouble roll, gdouble pitch, gdouble yaw) {
+  return gst_event_new_custom(
+      GST_EVENT_CUSTOM_DOWNSTREAM,
+      gst_structure_new(GST_OP_CALIBRATION_EVENT_NAME, "roll", G_TYPE_DOUBLE, roll, "pitch",
+                        G_TYPE_DOUBLE, pitch, "yaw", G_TYPE_DOUBLE, yaw, nullptr));
+}
+
+gboolean gst_op_calibration_event_parse(GstEvent *event, gdouble *roll, gdouble *pitch,
+                                        gdouble *yaw) {
+  if (!event || GST_EVENT_TYPE(event) != GST_EVENT_CUSTOM_DOWNSTREAM)
+    return FALSE;
+  const GstStructure *s = gst_event_get_structure(event);
+  if (!s || !gst_structure_has_name(s, GST_OP_CALIBRATION_EVENT_NAME))
+    return FALSE;
+  gdouble r = 0, p = 0, y = 0;
+  if (!gst_structure_get_double(s, "roll", &r) || !gst_structure_get_double(s, "pitch", &p) ||
+      !gst_structure_get_double(s, "yaw", &y) || !std::isfinite(r) || !std::isfinite(p) ||
+      !std::isfinite(y))
+    return FALSE;
+  if (roll)
+    *roll = r;
+  if (pitch)
+    *pitch = p;
+  if (yaw)
+    *yaw = y;
+  return TRUE;
+}
+
+// ---- Driving-settings event ---------------------------------------------------------------
 
 GType gst_op_desire_get_type(void) {
   static gsize type = 0;

@@ -16,7 +16,7 @@
 #include "drive/temporal.h"
 #include "op/gstoptensor.h"
 
-namespace op::vision {
+namespace op::net {
 
 // Storage precision asked of the compiler: auto = fp16 where the device computes in half
 // (cl_khr_fp16), else fp32.
@@ -64,4 +64,4 @@ StatusOr<GstOpTensorInfo> ConcatTensorInfo(const GstOpTensorInfo &first,
                                            const GstOpTensorInfo &second,
                                            const std::string &prefix);
 
-}  // namespace op::vision
+}  // namespace op::net

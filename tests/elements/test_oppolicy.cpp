@@ -1,0 +1,193 @@
+// oppolicy on the machine's OpenCL device (PoCL in CI), behind opvision, with the small reference
+// models: outputs against onnxruntime and numpy queues (opnet_reference.py) with live desire
+// changes by property and by event, one camera, a flush restarting the temporal queues, an input
+// that is not a vision output, and a policy model swap while PLAYING.
+#include "network_pipeline.h"
+
+namespace {
+
+class OpPolicyTest : public OpNetworkTest {};
+
+// The two networks through both elements, frame by frame, against onnxruntime and the queues
+// of the contract; the desire changes while PLAYING by property and by event, with repeats.
+void RunSplit(OpPolicyTest *t, Pipeline &pl, bool two_cameras, int frames) {
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy && pl.sink && (pl.wide || !two_cameras));
+  ASSERT_TRUE(pl.Play());
+  // desire per frame: changes, holds, returns to none, repeats, and one change by event.
+  const int desires[] = {0, 3, 3, 3, 0, 3, 1, 1, 2, 0, 0, 5, 6, 6, 4, 4, 0, 3};
+  int traffic = 0;
+  for (int k = 0; k < frames; k++) {
+    const int desire = desires[k % G_N_ELEMENTS(desires)];
+    if (k == 9)
+      traffic = 1;
+    if (k % 2) {
+      g_object_set(pl.policy, "desire", desire, "traffic-convention", traffic, nullptr);
+    } else {
+      // The settings event travels with the data, so it applies from the next buffer on.
+      gst_element_send_event(pl.road, SettingsEvent(desire, traffic));
+    }
+    auto road = RandomCamera(100 + k);
+    auto wide = two_cameras ? RandomCamera(500 + k) : road;
+    Pipeline::Push(pl.road, CameraBuffer(road, k * kFrame, k, false));
+    if (two_cameras)
+      Pipeline::Push(pl.wide, CameraBuffer(wide, k * kFrame + 3 * GST_MSECOND, k, true));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "no output for frame " << k << ": " << pl.Message(GST_MESSAGE_ERROR);
+    ASSERT_EQ(gst_buffer_n_memory(out), 2u);
+    EXPECT_EQ(GST_BUFFER_PTS(out), k * kFrame);
+    GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(out);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->road_frame_id, guint32(k));
+    EXPECT_EQ(m->wide_frame_id, guint32(k));
+    t->Record(k, road, wide, desire, traffic, out);
+    gst_buffer_unref(out);
+  }
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+}
+
+TEST_F(OpPolicyTest, TwoCamerasMatchOnnxruntimeAndTheContractQueues) {
+  Pipeline pl(Sources(true) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  RunSplit(this, pl, true, 30);
+  EXPECT_EQ(pl.Stat(pl.vision, "frames"), 30u);
+  EXPECT_EQ(pl.Stat(pl.policy, "frames"), 30u);
+  EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 0u);
+  // A frame's device time spans its own kernels: measured, and never longer than the time from
+  // its submission to its completion (the same frames feed both).
+  for (GstElement *e : {pl.vision, pl.policy}) {
+    double device = 0, mean = 0;
+    g_object_get(e, "device-time", &device, "mean-time", &mean, nullptr);
+    EXPECT_GT(device, 0.0) << GST_ELEMENT_NAME(e);
+    EXPECT_LE(device, mean) << GST_ELEMENT_NAME(e);
+  }
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+TEST_F(OpPolicyTest, OneCameraFeedsBothInputs) {
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  RunSplit(this, pl, false, 12);
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+// A flush is a jump in time: afterwards the outputs are those of a fresh start (the temporal
+// queues restart from zeros), which the reference checks on the frames after the flush.
+TEST_F(OpPolicyTest, FlushRestartsTheTemporalQueues) {
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " desire=lane-change-left ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  for (int k = 0; k < 6; k++) {
+    Pipeline::Push(pl.road, CameraBuffer(RandomCamera(200 + k), k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    gst_buffer_unref(out);
+  }
+  // Flush the road pad as a flushing seek would, and start a new segment.
+  GstPad *img = gst_element_get_static_pad(pl.vision, "img");
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_flush_stop(TRUE)));
+  GstSegment seg;
+  gst_segment_init(&seg, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_pad_send_event(img, gst_event_new_segment(&seg)));
+  gst_object_unref(img);
+  for (int k = 0; k < 8; k++) {
+    auto bytes = RandomCamera(300 + k);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, 50 + k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "frame " << k << " after the flush: " << pl.Message(GST_MESSAGE_ERROR);
+    Record(k, bytes, bytes, 3, 0, out);
+    gst_buffer_unref(out);
+  }
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+// A policy element fed by something that is not a vision output: the error names the slice.
+TEST_F(OpPolicyTest, PolicyWithoutAHiddenStateInputFailsNamingIt) {
+  Pipeline pl("appsrc name=road format=time ! oppolicy name=p model=" +
+              Model("driving_policy_small.onnx") + " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.policy);
+  GstOpTensorInfo info;
+  info.tensors.push_back({"outputs", GstOpTensorType::kFloat32, {1, 600}});
+  info.slices.push_back({"outputs", "pose", 0, 12});
+  Pipeline::SetCaps(pl.road, gst_op_tensor_info_to_caps(info));
+  ASSERT_TRUE(pl.Play());
+  std::vector<uint8_t> zeros(600 * 4, 0);
+  Pipeline::Push(pl.road, CameraBuffer(zeros, 0, -1, false));
+  GstBuffer *out = pl.Pull(10 * GST_SECOND);
+  EXPECT_FALSE(out);
+  if (out)
+    gst_buffer_unref(out);
+  const std::string error = pl.Message(GST_MESSAGE_ERROR);
+  EXPECT_NE(error.find("no slice \"hidden_state\""), std::string::npos) << error;
+}
+
+// oppolicy's model while PLAYING: a model that is not a policy model is refused with a warning
+// and the old one keeps running; a policy model from another file takes over at a buffer
+// boundary and keeps the history (same temporal shape), so outputs stay those of the reference.
+TEST_F(OpPolicyTest, PolicyModelSwapWhilePlaying) {
+  const std::string copy = (dir / "policy_copy.onnx").string();
+  std::filesystem::copy_file(Model("driving_policy_small.onnx"), copy);
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  int k = 0;
+  auto frame = [&]() {
+    auto bytes = RandomCamera(1500 + k);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    EXPECT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    if (out) {
+      EXPECT_EQ(gst_buffer_n_memory(out), 2u);
+      Record(k, bytes, bytes, 0, 0, out);
+      gst_buffer_unref(out);
+    }
+    k++;
+  };
+  for (int i = 0; i < 3; i++)
+    frame();
+  g_object_set(pl.policy, "model", Model("driving_supercombo_small.onnx").c_str(), nullptr);
+  std::string warning;
+  for (int tries = 0; tries < 100 && warning.find("does not fit") == std::string::npos; tries++) {
+    frame();
+    warning += pl.Message(GST_MESSAGE_WARNING);
+    if (warning.find("does not fit") == std::string::npos)
+      g_usleep(50000);
+  }
+  EXPECT_NE(warning.find("driving_supercombo_small.onnx"), std::string::npos) << warning;
+  auto active = [&] {
+    gchar *now = nullptr;
+    g_object_get(pl.policy, "active-model", &now, nullptr);
+    std::string s = now ? now : "";
+    g_free(now);
+    return s;
+  };
+  EXPECT_EQ(active(), Model("driving_policy_small.onnx"));
+  g_object_set(pl.policy, "model", copy.c_str(), nullptr);
+  for (int tries = 0; tries < 100 && active() != copy; tries++) {
+    frame();
+    if (active() != copy)
+      g_usleep(50000);
+  }
+  EXPECT_EQ(active(), copy) << "the new policy model never took over";
+  for (int tries = 0; tries < 3; tries++)
+    frame();
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+  // One uninterrupted history across both swaps.
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+}
+
+}  // namespace
