@@ -57,6 +57,7 @@
 #include "drive/warp.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
+#include "op/gstopslots.h"
 #include "op/gstoptensor.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
@@ -157,6 +158,12 @@ struct PendingInput {
   GstMapInfo map;
 };
 
+// A frame whose output latency is measured when the device completes it.
+struct LatencyProbe {
+  GstOpWarp *self;
+  int64_t start_ns;
+};
+
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
@@ -184,6 +191,9 @@ struct Impl {
   std::mutex pending_lock;
   std::condition_variable idle;
   int in_flight = 0;  // uploads and latency probes whose callbacks have not run yet
+  // Their callback contexts, reused so that no frame allocates one.
+  op::Slots<PendingInput, 16> inputs;
+  op::Slots<LatencyProbe, 16> probes;
   // Processing latency: the longest time from a frame's arrival to its output being complete on
   // the device, the value a LATENCY message last announced, and what latency queries add.
   std::atomic<int64_t> max_latency_ns{0};
@@ -528,7 +538,7 @@ static void CL_CALLBACK ReleaseInput(cl_event, cl_int status, void *data) {
     GST_WARNING_OBJECT(pending->self, "frame upload failed on the device: %d", status);
   gst_buffer_unmap(pending->buffer, &pending->map);
   gst_buffer_unref(pending->buffer);
-  delete pending;
+  impl.inputs.Release(pending);
   std::lock_guard<std::mutex> guard(impl.pending_lock);
   if (--impl.in_flight == 0)
     impl.idle.notify_all();
@@ -562,17 +572,17 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
     OP_ASSIGN_OR_RETURN(st.staging, gst_op_context_get_device(ctx)->CreateBuffer(needed));
     st.staging_bytes = needed;
   }
-  auto *pending = new PendingInput{self, gst_buffer_ref(inbuf), {}};
+  PendingInput *pending = self->impl->inputs.Acquire(PendingInput{self, gst_buffer_ref(inbuf), {}});
   if (!gst_buffer_map(inbuf, &pending->map, GST_MAP_READ)) {
     gst_buffer_unref(inbuf);
-    delete pending;
+    self->impl->inputs.Release(pending);
     return op::IoError("could not map the input frame for reading");
   }
   auto written = queue.Write(st.staging.get(), 0, needed, pending->map.data, *wait);
   if (!written.ok()) {
     gst_buffer_unmap(inbuf, &pending->map);
     gst_buffer_unref(inbuf);
-    delete pending;
+    self->impl->inputs.Release(pending);
     return written.status();
   }
   {
@@ -606,18 +616,13 @@ static void NoteLatency(GstOpWarp *self, int64_t ns) {
   }
 }
 
-struct LatencyProbe {
-  GstOpWarp *self;
-  int64_t start_ns;
-};
-
 // Runs on a driver thread when a frame's output is complete.
 static void CL_CALLBACK MeasureLatency(cl_event, cl_int status, void *data) {
   auto *probe = static_cast<LatencyProbe *>(data);
   Impl &impl = *probe->self->impl;
   if (status == CL_COMPLETE)
     NoteLatency(probe->self, g_get_monotonic_time() * 1000 - probe->start_ns);
-  delete probe;
+  impl.probes.Release(probe);
   std::lock_guard<std::mutex> guard(impl.pending_lock);
   if (--impl.in_flight == 0)
     impl.idle.notify_all();
@@ -718,7 +723,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
       if (*frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
         gst_op_memory_set_write_event(in_mem, done->get());
       // The latency is known once the device is done with the frame.
-      auto *probe = new LatencyProbe{self, start_ns};
+      LatencyProbe *probe = impl.probes.Acquire(LatencyProbe{self, start_ns});
       {
         std::lock_guard<std::mutex> guard(impl.pending_lock);
         impl.in_flight++;
