@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "device.h"
+#include "thread_pool.h"
 
 namespace op::cl {
 namespace {
@@ -87,27 +89,62 @@ std::string ProgramCache::KeyOf(std::string_view source, std::string_view option
 StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string_view options,
                                             std::string_view label) {
   std::string key = KeyOf(source, options);
-  std::lock_guard<std::mutex> guard(lock_);
-  auto it = programs_.find(key);
-  if (it != programs_.end()) {
-    stats_.memory_hits++;
-    return it->second;
-  }
-  std::string path = dir_.empty() ? std::string() : dir_ + "/" + key + ".bin";
-  if (!path.empty()) {
-    ProgramHandle program = LoadBinary(path, key, options);
-    if (program) {
-      stats_.disk_hits++;
-      programs_[key] = program;
-      return program;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    auto it = programs_.find(key);
+    if (it != programs_.end()) {
+      stats_.memory_hits++;
+      return it->second;
     }
   }
-  OP_ASSIGN_OR_RETURN(ProgramHandle program, BuildFromSource(source, options, label));
-  stats_.builds++;
-  if (!path.empty())
-    StoreBinary(program.get(), path, key);
-  programs_[key] = program;
-  return program;
+  // Loaded or compiled without the lock, so that other threads build theirs meanwhile. Two
+  // threads asking for the same new program both build it; the first stored wins.
+  std::string path = dir_.empty() ? std::string() : dir_ + "/" + key + ".bin";
+  ProgramHandle program = path.empty() ? ProgramHandle() : LoadBinary(path, key, options);
+  bool from_disk = static_cast<bool>(program);
+  if (!from_disk) {
+    OP_ASSIGN_OR_RETURN(program, BuildFromSource(source, options, label));
+    if (!path.empty())
+      StoreBinary(program.get(), path, key);
+  }
+  std::lock_guard<std::mutex> guard(lock_);
+  from_disk ? stats_.disk_hits++ : stats_.builds++;
+  auto [it, inserted] = programs_.emplace(key, program);
+  return it->second;
+}
+
+StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
+    const std::vector<ProgramRequest> &requests, const BuildProgress &progress) {
+  // One job per distinct key; every request points at its job.
+  std::map<std::string, size_t> job_of_key;
+  std::vector<size_t> first_request;  // per job
+  std::vector<size_t> job_of(requests.size());
+  for (size_t i = 0; i < requests.size(); i++) {
+    auto [it, inserted] =
+        job_of_key.emplace(KeyOf(requests[i].source, requests[i].options), first_request.size());
+    if (inserted)
+      first_request.push_back(i);
+    job_of[i] = it->second;
+  }
+  const size_t jobs = first_request.size();
+  std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
+  std::mutex progress_lock;
+  size_t done = 0;
+  ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
+    const ProgramRequest &r = requests[first_request[j]];
+    built[j] = Build(r.source, r.options, r.label);
+    std::lock_guard<std::mutex> g(progress_lock);
+    ++done;
+    if (progress)
+      progress(done, jobs);
+  });
+  std::vector<ProgramHandle> out(requests.size());
+  for (size_t i = 0; i < requests.size(); i++) {
+    if (!built[job_of[i]].ok())
+      return built[job_of[i]].status();
+    out[i] = *built[job_of[i]];
+  }
+  return out;
 }
 
 StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
@@ -181,6 +218,46 @@ void ProgramCache::StoreBinary(cl_program program, const std::string &path,
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     std::remove(tmp.c_str());
+}
+
+ProgressLine::ProgressLine(std::string prefix)
+    : prefix_(std::move(prefix)), tty_(isatty(STDERR_FILENO)) {}
+
+void ProgressLine::Update(const std::string &what, size_t done, size_t total) {
+  const double now = Now();
+  std::lock_guard<std::mutex> g(lock_);
+  if (start_ < 0 || what != what_) {  // a new build (For() sets both at its start)
+    start_ = now;
+    what_ = what;
+    last_ = -1;
+    shown_ = false;
+  }
+  const bool last = done == total;
+  const double since = now - start_;
+  if (!shown_ && since < 1.0)
+    return;  // quick so far: say nothing
+  if (!last && last_ >= 0 && now - last_ < (tty_ ? 0.5 : 5.0))
+    return;
+  last_ = now;
+  shown_ = !last;
+  std::fprintf(stderr, "%s%s: %s: OpenCL programs %zu/%zu ready (%.1f s)%s", tty_ ? "\r" : "",
+               prefix_.c_str(), what.c_str(), done, total, since, tty_ && !last ? "" : "\n");
+  std::fflush(stderr);
+}
+
+double ProgressLine::Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+BuildProgress ProgressLine::For(const std::string &what) {
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    start_ = Now();  // the build starts now
+    what_ = what;
+    last_ = -1;
+    shown_ = false;
+  }
+  return [this, what](size_t done, size_t total) { Update(what, done, total); };
 }
 
 ProgramCache::Stats ProgramCache::stats() const {

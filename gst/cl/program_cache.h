@@ -3,19 +3,56 @@
 // Key: device name, driver and platform versions, source and build options. Binaries live in
 // $XDG_CACHE_HOME/gst-op/programs (else ~/.cache/gst-op/programs); a binary that fails to load is
 // rebuilt from source and replaced. Programs are built at start-up, never on the frame path.
+// Build may be called from several threads at once (the cache's lock is not held while a program
+// compiles); BuildAll builds a list of programs in parallel on the shared ThreadPool and reports
+// progress as each finishes.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "handle.h"
 
 namespace op::cl {
 
 struct Capabilities;
+
+struct ProgramRequest {
+  std::string_view source;
+  std::string options;
+  std::string label;
+};
+
+// Called after each distinct program of a BuildAll is ready (loaded or built): `done` of `total`,
+// counting from 1, on whichever thread finished it, one call at a time and in increasing order.
+using BuildProgress = std::function<void(size_t done, size_t total)>;
+
+// A progress line on stderr for command-line tools, fed from BuildProgress callbacks (any thread).
+// Quiet while loading is quick: the first line comes once a second has passed, so a warm start
+// prints nothing; then, on a terminal, one line rewritten in place twice a second, else a line
+// every five seconds; and a last line when all is ready.
+class ProgressLine {
+ public:
+  explicit ProgressLine(std::string prefix);
+  // `what` names what is being built (a model), `done` of `total` ready; time counts from For,
+  // else from the first Update naming `what`.
+  void Update(const std::string &what, size_t done, size_t total);
+  // A callback for one build of `what`, starting now.
+  BuildProgress For(const std::string &what);
+
+ private:
+  static double Now();
+  std::string prefix_, what_;
+  std::mutex lock_;
+  bool tty_ = false;
+  double start_ = -1, last_ = -1;
+  bool shown_ = false;
+};
 
 class ProgramCache {
  public:
@@ -32,6 +69,11 @@ class ProgramCache {
   // The built program for `source` with `options`; `label` names it in build errors.
   StatusOr<ProgramHandle> Build(std::string_view source, std::string_view options,
                                 std::string_view label);
+
+  // The programs of `requests`, in order. Identical requests (same source and options) are built
+  // once; the distinct ones in parallel. On failure, the error of the first failing request.
+  StatusOr<std::vector<ProgramHandle>> BuildAll(const std::vector<ProgramRequest> &requests,
+                                                const BuildProgress &progress = {});
 
   Stats stats() const;
   const std::string &dir() const { return dir_; }

@@ -26,12 +26,13 @@ struct Executor::Binding {
 Executor::~Executor() = default;
 
 StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<cl::Device> device,
-                                                     CompiledModel model) {
+                                                     CompiledModel model,
+                                                     const cl::BuildProgress &progress) {
   OP_RETURN_IF_ERROR(ValidateModel(model));
   std::unique_ptr<Executor> e(new Executor());
   e->device_ = std::move(device);
   e->model_ = std::move(model);
-  OP_RETURN_IF_ERROR(e->Load());
+  OP_RETURN_IF_ERROR(e->Load(progress));
   return e;
 }
 
@@ -73,7 +74,7 @@ Status CheckArg(cl_kernel k, cl_uint i, const char *want, const std::string &whe
 
 }  // namespace
 
-Status Executor::Load() {
+Status Executor::Load(const cl::BuildProgress &progress) {
   const CompiledModel &m = model_;
   const cl::Capabilities &caps = device_->caps();
   if (m.arena_bytes > caps.max_alloc_bytes)
@@ -113,18 +114,23 @@ Status Executor::Load() {
       return cl::ClError("clCreateImage(weights)", err);
   }
 
-  std::vector<cl::ProgramHandle> programs(m.sources.size());
+  // Every program first, in parallel (kernels sharing a source and options share one build).
+  std::vector<cl::ProgramRequest> requests(m.kernels.size());
+  for (size_t k = 0; k < m.kernels.size(); k++) {
+    const KernelDesc &kd = m.kernels[k];
+    // Argument info lets the loader check every argument against the model.
+    requests[k] = {m.sources[kd.source],
+                   kd.options.empty() ? "-cl-kernel-arg-info" : kd.options + " -cl-kernel-arg-info",
+                   kd.label};
+  }
+  OP_ASSIGN_OR_RETURN(std::vector<cl::ProgramHandle> programs,
+                      device_->programs().BuildAll(requests, progress));
   launches_.resize(m.kernels.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
     const KernelDesc &kd = m.kernels[k];
     std::string where = "kernel " + std::to_string(k) + " (" + kd.label + ")";
-    // Argument info lets the loader check every argument against the model.
-    std::string options =
-        kd.options.empty() ? "-cl-kernel-arg-info" : kd.options + " -cl-kernel-arg-info";
-    OP_ASSIGN_OR_RETURN(cl::ProgramHandle prog,
-                        device_->programs().Build(m.sources[kd.source], options, kd.label));
     Launch &l = launches_[k];
-    OP_ASSIGN_OR_RETURN(l.kernel, cl::CreateKernel(prog.get(), kd.entry.c_str()));
+    OP_ASSIGN_OR_RETURN(l.kernel, cl::CreateKernel(programs[k].get(), kd.entry.c_str()));
     cl_kernel kern = l.kernel.get();
     cl_uint want = 0;
     for (const KernelArg &a : kd.args)

@@ -1,8 +1,9 @@
 // The executor: runs a compiled model on one OpenCL device.
 //
 // Load time (Create): validates the model, builds its programs through the device's
-// ProgramCache (binaries on disk), creates every kernel, checks each kernel's argument count
-// and kinds against the model, uploads the weights once, allocates the arena, and sets every
+// ProgramCache (binaries on disk; the distinct programs in parallel on the build thread pool,
+// with `progress` called as each is ready), creates every kernel, checks each kernel's argument
+// count and kinds against the model, uploads the weights once, allocates the arena, and sets every
 // argument that does not change between runs.
 //
 // Run time (Run): binds the caller's input and output cl_mems (whole buffers, element offsets
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "cl/device.h"
+#include "cl/program_cache.h"
 #include "cl/queue.h"
 #include "nn/graph.h"
 #include "nn/model_file.h"
@@ -26,7 +28,8 @@ namespace op::nn {
 class Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<cl::Device> device,
-                                                    CompiledModel model);
+                                                    CompiledModel model,
+                                                    const cl::BuildProgress &progress = {});
   ~Executor();
   Executor(const Executor &) = delete;
   Executor &operator=(const Executor &) = delete;
@@ -54,7 +57,7 @@ class Executor {
   struct Launch;
   struct Binding;
   Executor() = default;
-  Status Load();
+  Status Load(const cl::BuildProgress &progress);
 
   std::shared_ptr<cl::Device> device_;
   CompiledModel model_;

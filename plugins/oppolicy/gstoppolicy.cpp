@@ -676,6 +676,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
 
 static void gst_op_policy_init(GstOpPolicy *self) {
   self->impl = new Impl();
+  self->impl->model.SetOwner(GST_ELEMENT(self));
   // Late frames are dropped before any device work when downstream asks (QoS events).
   gst_base_transform_set_qos_enabled(GST_BASE_TRANSFORM(self), TRUE);
 }

@@ -1146,6 +1146,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
 
 static void gst_op_vision_init(GstOpVision *self) {
   self->impl = new Impl();
+  self->impl->model.SetOwner(GST_ELEMENT(self));
   GstPadTemplate *templ = gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "img");
   self->img_pad =
       GST_AGGREGATOR_PAD(g_object_new(GST_TYPE_AGGREGATOR_PAD, "name", "img", "direction",

@@ -1,12 +1,18 @@
 // The OpenCL layer on the machine's devices (PoCL in CI): choice, capabilities, queue, cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "cl/device.h"
 #include "cl/queue.h"
+#include "cl/thread_pool.h"
 #include "cl_kernels.h"
 
 using namespace op;
@@ -179,6 +185,64 @@ TEST_F(ClTest, ProgramCacheBuildsOnceAndReusesDiskBinaries) {
     EXPECT_EQ(cache.stats().builds, 1);
   }
   fs::remove_all(dir);
+}
+
+TEST(ThreadPool, ParallelForRunsEveryIndexOnceOnSeveralThreads) {
+  for (int workers : {0, 1, 3}) {
+    ThreadPool pool(workers);
+    std::vector<std::atomic<int>> hits(200);
+    std::mutex lock;
+    std::vector<std::thread::id> seen;
+    pool.ParallelFor(hits.size(), [&](size_t i) {
+      hits[i]++;
+      // Long enough that idle workers pick up the next indices.
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard<std::mutex> g(lock);
+      if (std::find(seen.begin(), seen.end(), std::this_thread::get_id()) == seen.end())
+        seen.push_back(std::this_thread::get_id());
+    });
+    for (size_t i = 0; i < hits.size(); i++)
+      ASSERT_EQ(hits[i].load(), 1) << "index " << i << ", " << workers << " workers";
+    if (workers == 0)
+      EXPECT_EQ(seen, std::vector<std::thread::id>{std::this_thread::get_id()});
+    else
+      EXPECT_GT(seen.size(), 1u) << workers << " workers";
+    pool.ParallelFor(0, [](size_t) { FAIL() << "no index to run"; });
+  }
+}
+
+TEST_F(ClTest, BuildAllBuildsDistinctProgramsOnceAndReportsProgress) {
+  ProgramCache cache(device->context(), device->id(), device->caps(), "none");
+  std::string base(kernels::Find("selftest"));
+  std::vector<std::string> src;
+  for (int i = 0; i < 4; i++)
+    src.push_back(base + "\n// BuildAll variant " + std::to_string(i) + "\n");
+  // Six requests, four distinct programs: 0 and 2 repeat with the same options.
+  std::vector<ProgramRequest> req = {{src[0], "", "a"}, {src[1], "", "b"}, {src[0], "", "a2"},
+                                     {src[2], "", "c"}, {src[3], "", "d"}, {src[2], "", "c2"}};
+  std::vector<std::pair<size_t, size_t>> calls;
+  auto progs = cache.BuildAll(req, [&](size_t done, size_t total) {
+    calls.push_back({done, total});  // one call at a time, by contract
+  });
+  ASSERT_TRUE(progs.ok()) << progs.status().ToString();
+  ASSERT_EQ(progs->size(), req.size());
+  EXPECT_EQ(cache.stats().builds, 4);
+  EXPECT_EQ((*progs)[0].get(), (*progs)[2].get());
+  EXPECT_EQ((*progs)[3].get(), (*progs)[5].get());
+  EXPECT_NE((*progs)[0].get(), (*progs)[1].get());
+  for (const auto &p : *progs)
+    EXPECT_TRUE(CreateKernel(p.get(), "op_saxpy").ok());
+  std::vector<std::pair<size_t, size_t>> want = {{1, 4}, {2, 4}, {3, 4}, {4, 4}};
+  EXPECT_EQ(calls, want);
+
+  // A failing request: the error is the first failing one's, by request order.
+  std::vector<ProgramRequest> bad = {{src[0], "", "fine"},
+                                     {"__kernel void broken( { }", "", "first-broken"},
+                                     {"__kernel void alsobroken( { }", "", "second-broken"}};
+  auto failed = cache.BuildAll(bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("first-broken"), std::string::npos)
+      << failed.status().message();
 }
 
 TEST_F(ClTest, BuildErrorsNameTheProgramAndCarryTheLog) {

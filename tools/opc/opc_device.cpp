@@ -118,7 +118,8 @@ StatusOr<std::vector<nn::Tensor>> RunOnDevice(const RunRequest &request) {
   auto model = nn::LoadOrCompile(request.model, **device, options, &info);
   if (!model.ok())
     return model.status();
-  auto exec = nn::Executor::Create(*device, std::move(*model));
+  cl::ProgressLine progress("opc");
+  auto exec = nn::Executor::Create(*device, std::move(*model), progress.For(request.model));
   if (!exec.ok())
     return exec.status();
   auto queue = cl::Queue::Create(**device);

@@ -89,7 +89,8 @@ int Profile(const Args &args) {
   auto compiled = nn::LoadOrCompile(model, **dev, options);
   if (!compiled.ok())
     return Fail(compiled.status());
-  auto exec = nn::Executor::Create(*dev, std::move(*compiled));
+  cl::ProgressLine progress("opc");
+  auto exec = nn::Executor::Create(*dev, std::move(*compiled), progress.For(model));
   if (!exec.ok())
     return Fail(exec.status());
   const nn::CompiledModel &m = (*exec)->model();

@@ -30,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cl/program_cache.h"
 #include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
@@ -341,6 +342,20 @@ struct Run {
   bool tty = false;
 };
 
+// The networks post "op-compile-progress" from the thread that loads them, while the pipeline
+// starts and before the main loop runs: shown from the bus's sync handler.
+GstBusSyncReply OnBusSync(GstBus *, GstMessage *msg, gpointer data) {
+  const GstStructure *s = gst_message_get_structure(msg);
+  guint done = 0, total = 0;
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ELEMENT && s &&
+      gst_structure_has_name(s, "op-compile-progress") &&
+      gst_structure_get_uint(s, "done", &done) && gst_structure_get_uint(s, "total", &total)) {
+    const char *model = gst_structure_get_string(s, "model");
+    static_cast<op::cl::ProgressLine *>(data)->Update(model ? model : "?", done, total);
+  }
+  return GST_BUS_PASS;
+}
+
 gboolean OnBus(GstBus *, GstMessage *msg, gpointer data) {
   auto *run = static_cast<Run *>(data);
   switch (GST_MESSAGE_TYPE(msg)) {
@@ -599,6 +614,9 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   run.loop = g_main_loop_new(nullptr, FALSE);
   run.tty = isatty(STDERR_FILENO);
   GstBus *bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
+  // One progress line for every segment's pipeline; it outlives their buses.
+  static op::cl::ProgressLine compile_progress("opreplay");
+  gst_bus_set_sync_handler(bus, OnBusSync, &compile_progress, nullptr);
   const guint watch = gst_bus_add_watch(bus, OnBus, &run);
   gst_object_unref(bus);
   run.start = std::chrono::steady_clock::now();

@@ -65,11 +65,27 @@ Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
   }
   if (path.empty())
     return NotFound("no model: set the model property to an .onnx or .opm file");
-  OP_ASSIGN_OR_RETURN(current_, LoadNetwork(device, path, precision));
+  OP_ASSIGN_OR_RETURN(current_, Load(device, path, precision));
   std::lock_guard<std::mutex> g(lock_);
   current_path_ = path;
   open_ = true;
   return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Network>> ModelSlot::Load(std::shared_ptr<cl::Device> device,
+                                                   const std::string &path, Precision precision) {
+  GstElement *owner = owner_;
+  // Posted from the loading thread (the bus is thread-safe): an application shows progress
+  // during a cold start, when building a model's programs can take many seconds.
+  auto progress = [owner, &path](size_t done, size_t total) {
+    if (!owner)
+      return;
+    GstStructure *s =
+        gst_structure_new("op-compile-progress", "model", G_TYPE_STRING, path.c_str(), "done",
+                          G_TYPE_UINT, guint(done), "total", G_TYPE_UINT, guint(total), nullptr);
+    gst_element_post_message(owner, gst_message_new_element(GST_OBJECT(owner), s));
+  };
+  return LoadNetwork(std::move(device), path, precision, progress);
 }
 
 void ModelSlot::StartLoad(const std::string &path) {
@@ -84,7 +100,7 @@ void ModelSlot::StartLoad(const std::string &path) {
     precision = precision_;
   }
   loader_ = std::thread([this, device, precision, path] {
-    auto loaded = LoadNetwork(device, path, precision);
+    auto loaded = Load(device, path, precision);
     std::lock_guard<std::mutex> g(lock_);
     pending_ = Pending();
     pending_.present = true;

@@ -31,6 +31,9 @@ class ModelSlot {
   ModelSlot &operator=(const ModelSlot &) = delete;
   ~ModelSlot() { Close(); }
 
+  // The element that posts "op-compile-progress" messages while a model's programs build.
+  void SetOwner(GstElement *owner) { owner_ = owner; }
+
   // Any thread. While open, starts loading `path` in the background (after any load in flight).
   void SetPath(const std::string &path);
   std::string path() const;
@@ -61,6 +64,10 @@ class ModelSlot {
 
  private:
   void StartLoad(const std::string &path);
+  StatusOr<std::unique_ptr<Network>> Load(std::shared_ptr<cl::Device> device,
+                                          const std::string &path, Precision precision);
+
+  GstElement *owner_ = nullptr;
 
   mutable std::mutex lock_;
   std::string path_;

@@ -183,7 +183,8 @@ class NnNetwork : public Network {
 }  // namespace
 
 StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> device,
-                                               const std::string &path, Precision precision) {
+                                               const std::string &path, Precision precision,
+                                               const cl::BuildProgress &progress) {
   nn::CompileOptions options;
   // auto: half storage where the device computes in half, as openpilot's networks are fp16.
   options.precision =
@@ -210,7 +211,7 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
                              : load.from_cache ? "from the cache"
                                                : "precompiled") +
                             ")";
-  auto exec = nn::Executor::Create(std::move(device), std::move(model).value());
+  auto exec = nn::Executor::Create(std::move(device), std::move(model).value(), progress);
   if (!exec.ok())
     return Status(exec.status()).Prepend("loading " + path);
   return std::unique_ptr<Network>(new NnNetwork(std::move(exec).value(), std::move(in),

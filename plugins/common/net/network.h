@@ -40,8 +40,10 @@ class Network {
 };
 
 // Loads `path` (.onnx or .opm, decided by content) for `device`. Errors name the file.
+// `progress` is called as each of the model's OpenCL programs is ready (see cl::BuildProgress).
 StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> device,
-                                               const std::string &path, Precision precision);
+                                               const std::string &path, Precision precision,
+                                               const cl::BuildProgress &progress = {});
 
 // Checks that the negotiated tensors `caps_info` give the model input `input` (found by name
 // in caps_info) with its exact type and dims. The message names the input, what the model
