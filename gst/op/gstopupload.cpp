@@ -187,6 +187,7 @@ GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_
       ctx_(GST_OP_CONTEXT(gst_object_ref(ctx))),
       allocator_(gst_op_allocator_new(ctx)) {
   EnsureDebugCategory();
+  spare_.reserve(kSpareSources);
   const auto &device = gst_op_context_get_device(ctx);
   staging_ = device->buffer_policy().staging_uploads || force_staging;
   import_ = gst_op_dmabuf_import_method(device->caps());
@@ -198,17 +199,24 @@ GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_
 
 GstOpUploadSource::GstOpUploadSource(GstBuffer *b) : buffer(gst_buffer_ref(b)) {}
 
-GstOpUploadSource::~GstOpUploadSource() {
+void GstOpUploadSource::SetBuffer(GstBuffer *b) {
+  buffer = gst_buffer_ref(b);
+}
+
+void GstOpUploadSource::Reset() {
   for (GstMapInfo &map : maps) {
     if (buffer)
       gst_buffer_unmap(buffer, &map);
     else
       gst_memory_unmap(memory, &map);
   }
+  maps.clear();
   if (buffer)
     gst_buffer_unref(buffer);
   if (memory)
     gst_memory_unref(memory);
+  buffer = nullptr;
+  memory = nullptr;
 }
 
 op::Status GstOpUploadSource::MapRange(guint idx, gint length) {
@@ -219,13 +227,18 @@ op::Status GstOpUploadSource::MapRange(guint idx, gint length) {
   return op::Status::Ok();
 }
 
-op::StatusOr<std::unique_ptr<GstOpUploadSource>> GstOpUploadSource::MapMemory(GstMemory *m) {
-  auto source = std::make_unique<GstOpUploadSource>();
+op::Status GstOpUploadSource::SetMemory(GstMemory *m) {
   GstMapInfo info;
   if (!gst_memory_map(m, &info, GST_MAP_READ))
     return op::IoError("could not map an input memory for reading");
-  source->memory = gst_memory_ref(m);
-  source->maps.push_back(info);
+  memory = gst_memory_ref(m);
+  maps.push_back(info);
+  return op::Status::Ok();
+}
+
+op::StatusOr<std::unique_ptr<GstOpUploadSource>> GstOpUploadSource::MapMemory(GstMemory *m) {
+  auto source = std::make_unique<GstOpUploadSource>();
+  OP_RETURN_IF_ERROR(source->SetMemory(m));
   return source;
 }
 
@@ -289,35 +302,71 @@ void GstOpUploader::Drain() {
 }
 
 // Runs when the device has read a source (or at once after staging): gives it back.
-void GstOpUploader::ReleaseSource(void *source, cl_int status) {
+void GstOpUploader::ReleaseSource(void *data, cl_int status) {
   if (status < 0)
     GST_WARNING("an upload failed on the device: %d", status);
-  delete static_cast<GstOpUploadSource *>(source);
+  std::unique_ptr<GstOpUploadSource> source(static_cast<GstOpUploadSource *>(data));
+  if (GstOpUploader *owner = source->recycle_to)
+    owner->Recycle(std::move(source));
+}
+
+std::unique_ptr<GstOpUploadSource> GstOpUploader::TakeSource() {
+  {
+    std::lock_guard<std::mutex> guard(spare_lock_);
+    if (!spare_.empty()) {
+      std::unique_ptr<GstOpUploadSource> source = std::move(spare_.back());
+      spare_.pop_back();
+      return source;
+    }
+  }
+  // Warm-up (one per frame the device may still be reading), or the device far behind.
+  auto source = std::make_unique<GstOpUploadSource>();
+  source->recycle_to = this;
+  return source;
+}
+
+void GstOpUploader::Recycle(std::unique_ptr<GstOpUploadSource> source) {
+  if (!source || source->recycle_to != this)
+    return;  // not ours: freed here
+  source->Reset();
+  std::lock_guard<std::mutex> guard(spare_lock_);
+  if (spare_.size() < kSpareSources)
+    spare_.push_back(std::move(source));  // within the reserved capacity: no allocation
 }
 
 op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteMemory(GstMemory *memory, size_t bytes,
                                                              cl_mem dst,
                                                              const op::cl::EventList &wait) {
-  OP_ASSIGN_OR_RETURN(std::unique_ptr<GstOpUploadSource> source,
-                      GstOpUploadSource::MapMemory(memory));
+  std::unique_ptr<GstOpUploadSource> source = TakeSource();
+  if (op::Status mapped = source->SetMemory(memory); !mapped.ok()) {
+    Recycle(std::move(source));
+    return mapped;
+  }
   return WriteOne(std::move(source), bytes, dst, wait);
 }
 
 op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteBuffer(GstBuffer *buffer, size_t bytes,
                                                              cl_mem dst,
                                                              const op::cl::EventList &wait) {
-  auto source = std::make_unique<GstOpUploadSource>(buffer);
-  OP_RETURN_IF_ERROR(source->MapRange(0, -1));
+  std::unique_ptr<GstOpUploadSource> source = TakeSource();
+  source->SetBuffer(buffer);
+  if (op::Status mapped = source->MapRange(0, -1); !mapped.ok()) {
+    Recycle(std::move(source));
+    return mapped;
+  }
   return WriteOne(std::move(source), bytes, dst, wait);
 }
 
 op::StatusOr<op::cl::EventHandle> GstOpUploader::WriteOne(std::unique_ptr<GstOpUploadSource> source,
                                                           size_t bytes, cl_mem dst,
                                                           const op::cl::EventList &wait) {
-  if (source->maps[0].size < bytes)
-    return op::InvalidArgument("an input of " + std::to_string(source->maps[0].size) +
+  if (source->maps[0].size < bytes) {
+    const size_t have = source->maps[0].size;
+    Recycle(std::move(source));
+    return op::InvalidArgument("an input of " + std::to_string(have) +
                                " bytes is smaller than the " + std::to_string(bytes) +
                                " bytes to upload");
+  }
   single_.resize(1);
   single_[0] = Region();
   single_[0].dst = dst;
@@ -334,10 +383,12 @@ op::StatusOr<op::cl::EventHandle> GstOpUploader::Write(const std::vector<Region>
   if (!written.ok()) {
     // Nothing may still read the source: let what was enqueued finish first (an error path).
     (void)queue.Finish();
+    Recycle(std::move(source));
     return written.status();
   }
   if (staging_) {
-    source.reset();  // the bytes are in a pinned slot already: the input goes back upstream now
+    // The bytes are in a pinned slot already: the input goes back upstream now.
+    Recycle(std::move(source));
     return written;
   }
   keep_alive_.OnComplete(written->get(), ReleaseSource, source.release());

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "cl/device.h"
@@ -60,23 +61,34 @@ struct GstOpUploadStats {
   guint fallback_warnings = 0;  // "DMABuf import not supported" warnings posted
 };
 
-// The host input a write reads: a buffer or a memory, referenced, with its read maps. Made per
-// frame by the Map functions; the uploader releases it once the device no longer reads it.
+class GstOpUploader;
+
+// The host input a write reads: a buffer or a memory, referenced, with its read maps. Made by the
+// Map functions (WriteMemory and WriteBuffer reuse the uploader's own); the uploader releases it
+// once the device no longer reads it.
 struct GstOpUploadSource {
   GstBuffer *buffer = nullptr;  // either a buffer (maps of its ranges) …
   GstMemory *memory = nullptr;  // … or one memory (maps.size() == 1)
   std::vector<GstMapInfo> maps;
+  // The uploader that takes this source back for reuse once released; null: it is deleted.
+  GstOpUploader *recycle_to = nullptr;
   GstOpUploadSource() = default;
   GstOpUploadSource(const GstOpUploadSource &) = delete;
   GstOpUploadSource &operator=(const GstOpUploadSource &) = delete;
-  ~GstOpUploadSource();  // unmaps and unrefs
+  ~GstOpUploadSource() { Reset(); }
 
   // `buffer` referenced, no maps yet (MapRange adds them).
   explicit GstOpUploadSource(GstBuffer *buffer);
+  // An empty source takes a reference to `buffer`, no maps yet.
+  void SetBuffer(GstBuffer *buffer);
   // Maps memories [idx, idx + length) of the buffer for reading (length -1: to the end).
   op::Status MapRange(guint idx, gint length);
+  // An empty source takes one memory, referenced and mapped for reading.
+  op::Status SetMemory(GstMemory *memory);
   // One memory, referenced and mapped for reading.
   static op::StatusOr<std::unique_ptr<GstOpUploadSource>> MapMemory(GstMemory *memory);
+  // Unmaps and unrefs; empty again (the maps keep their capacity).
+  void Reset();
 };
 
 // One element's upload state, rebuilt when caps change and dropped in stop(). Not thread-safe:
@@ -151,6 +163,12 @@ class GstOpUploader {
                                              size_t bytes, cl_mem dst,
                                              const op::cl::EventList &wait);
   static void ReleaseSource(void *source, cl_int status);
+  // WriteMemory's and WriteBuffer's sources, reused so that no frame allocates one: a free one,
+  // or a new one while fewer than kSpareSources were ever made (warm-up, or the device behind).
+  std::unique_ptr<GstOpUploadSource> TakeSource();
+  // Back to the spares when it is one of ours (any thread), else freed.
+  void Recycle(std::unique_ptr<GstOpUploadSource> source);
+  static constexpr size_t kSpareSources = 16;
 
   GstElement *element_;
   GstOpContext *ctx_;
@@ -162,7 +180,9 @@ class GstOpUploader {
   bool fallback_warned_ = false;
   GstOpUploadStats stats_;
   std::vector<Region> single_;  // WriteMemory's region (keeps its capacity between frames)
-  GstOpKeepAlive keep_alive_;   // sources the device still reads
+  std::mutex spare_lock_;       // guards spare_ (sources come back on a driver thread)
+  std::vector<std::unique_ptr<GstOpUploadSource>> spare_;  // capacity kSpareSources
+  GstOpKeepAlive keep_alive_;  // sources the device still reads; drained before spare_ goes
 };
 
 // The stats as a GstStructure "GstOpUploadStats" with kebab-case fields (transfer full).

@@ -60,6 +60,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
+#include "op/gstopslots.h"
 #include "op/gstoptensor.h"
 #include "op/gstopupload.h"
 
@@ -123,6 +124,12 @@ struct Settings {
   uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
 };
 
+// A frame whose output latency is measured when the device completes it.
+struct LatencyProbe {
+  GstOpWarp *self;
+  int64_t start_ns;
+};
+
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
@@ -145,6 +152,9 @@ struct Impl {
   GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
   std::mutex stream_lock;         // guards stream (streaming thread vs flush events and stop)
   Stream stream;
+  // The latency probes' records, reused so that no frame allocates one. Declared before
+  // `probes`, so they outlive its destructor, which drains the callbacks that give them back.
+  op::Slots<LatencyProbe, 16> probe_records;
   GstOpKeepAlive probes;  // latency probes whose frames are still on the device
   // Processing latency: from a frame's arrival to its output being complete on the device.
   GstOpLatencyReporter latency;
@@ -478,18 +488,14 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
   return st.staging.get();
 }
 
-struct LatencyProbe {
-  GstOpWarp *self;
-  int64_t start_ns;
-};
-
 // Runs on a driver thread when a frame's output is complete.
 static void MeasureLatency(void *data, cl_int status) {
   auto *probe = static_cast<LatencyProbe *>(data);
+  Impl &impl = *probe->self->impl;
   if (status == CL_COMPLETE)
-    probe->self->impl->latency.NoteAndPost(GST_ELEMENT(probe->self),
-                                           g_get_monotonic_time() * 1000 - probe->start_ns);
-  delete probe;
+    impl.latency.NoteAndPost(GST_ELEMENT(probe->self),
+                             g_get_monotonic_time() * 1000 - probe->start_ns);
+  impl.probe_records.Release(probe);
 }
 
 static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
@@ -523,7 +529,8 @@ static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
   if (frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
     gst_op_memory_set_write_event(in_mem, done.get());
   // The latency is known once the device is done with the frame.
-  impl.probes.OnComplete(done.get(), MeasureLatency, new LatencyProbe{self, start_ns});
+  impl.probes.OnComplete(done.get(), MeasureLatency,
+                         impl.probe_records.Acquire(LatencyProbe{self, start_ns}));
   return op::Status::Ok();
 }
 
