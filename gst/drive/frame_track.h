@@ -106,6 +106,11 @@ class FrameTracker {
     return s;
   }
   void Reset() { *this = FrameTracker(); }
+  // After a flush: `next_id` is taken as following the last frame (no drop); the filter stays.
+  void ContinueAt(uint32_t next_id) {
+    last_id_ = next_id > 0 ? next_id - 1 : 0;
+    received_ = false;
+  }
   uint32_t last_id() const { return last_id_; }
 
  private:

@@ -87,8 +87,12 @@ struct GstOpFrameMeta {
   guint64 road_eof_ns;
   guint64 wide_sof_ns;
   guint64 wide_eof_ns;
-  gboolean calibration_seen;             // a calibration was received (modelV2.valid)
-  guint32 dropped;                       // frames dropped before this one
+  gboolean calibration_seen;  // a calibration was received (modelV2.valid)
+  guint32 dropped;            // frames dropped before this one
+  // Set by the element that counts drops as modeld does (opvision): frame_drop_perc is then
+  // openpilot's filtered percentage over every received frame, skipped ones included.
+  gboolean drops_counted;
+  gfloat frame_drop_perc;
   guint64 stage_ns[GST_OP_STAGE_COUNT];  // time spent in each stage, 0 when not run
 };
 

@@ -11,7 +11,10 @@
  * the outputs (the policy element's vision + policy outputs, or a combined network's output).
  * A slice that the chosen services need and the caps lack fails negotiation, naming the slice.
  * Frame provenance (frame ids, end-of-frame time, calibration, drops, time per stage) comes from
- * GstOpFrameMeta; a frame that follows a drop produces no messages, like openpilot's modeld.
+ * GstOpFrameMeta. frameDropPerc is the one opvision counted over every road frame it received
+ * (skipped ones included); without that, this element filters the meta's drop counts itself and
+ * a frame that follows a drop produces no messages, like openpilot's modeld. cameraOdometry is
+ * valid when a calibration was seen and no frame was dropped just before.
  *
  * ## Example
  * |[
@@ -545,9 +548,15 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
     if (GST_BUFFER_PTS_IS_VALID(buffer))
       frame.timestamp_eof = GST_BUFFER_PTS(buffer);
   }
-  priv->drop_filter.Update(frame.dropped_frames);
-  frame.frame_drop_perc = priv->drop_filter.Percent();
-  if (frame.dropped_frames > 0) {
+  if (meta && meta->drops_counted) {
+    // Counted upstream over every received frame, the ones it did not evaluate included; a
+    // frame after a drop arrives here only when upstream chose to evaluate it anyway.
+    frame.frame_drop_perc = meta->frame_drop_perc;
+  } else {
+    priv->drop_filter.Update(frame.dropped_frames);
+    frame.frame_drop_perc = priv->drop_filter.Percent();
+  }
+  if (frame.dropped_frames > 0 && !(meta && meta->drops_counted)) {
     // openpilot warps such a frame but neither runs the networks nor publishes.
     GST_LOG_OBJECT(self, "frame %u follows %u dropped frames: no messages", frame.frame_id,
                    frame.dropped_frames);

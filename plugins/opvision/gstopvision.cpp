@@ -48,8 +48,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "drive/frame_track.h"
 #include "drive/temporal.h"
 #include "netstage.h"
 #include "op/gstopbasefilter.h"
@@ -196,8 +198,10 @@ struct Impl {
   GstOpTensorInfo out_info;
 
   // Per stream.
-  bool have_last_id = false;
-  guint32 last_id = 0;
+  op::drive::FrameTracker drops;  // modeld's drop accounting over the received road frames
+  bool resync_ids = false;        // after a flush: the next id continues the count, no drop
+  guint32 unevaluated_in_a_row = 0;
+  bool warned_ids = false;
   bool segment_sent = false;
   bool warned_wide_ended = false;
   gint64 last_skew_warning = 0;
@@ -519,7 +523,10 @@ static gboolean Start(GstAggregator *agg) {
   }
   impl->plan = *plan;
   impl->timer->Reset();
-  impl->have_last_id = false;
+  impl->drops.Reset();
+  impl->resync_ids = false;
+  impl->unevaluated_in_a_row = 0;
+  impl->warned_ids = false;
   impl->segment_sent = false;
   impl->warned_wide_ended = false;
   impl->reported_latency = 0;
@@ -555,7 +562,7 @@ static gboolean Stop(GstAggregator *agg) {
 static GstFlowReturn Flush(GstAggregator *agg) {
   auto *self = GST_OP_VISION(agg);
   Impl *impl = self->impl;
-  impl->have_last_id = false;
+  impl->resync_ids = true;
   impl->segment_sent = false;
   GST_OBJECT_LOCK(self);
   impl->earliest_time = GST_CLOCK_TIME_NONE;
@@ -820,6 +827,40 @@ static void ReleasePad(GstElement *element, GstPad *pad) {
   GST_ELEMENT_CLASS(parent_class)->release_pad(element, pad);
 }
 
+// Steps modeld's drop accounting with a received road frame (frame_track.h) and says on the
+// bus when the ids themselves look wrong, so a bad id never stops evaluation silently.
+static op::drive::FrameStep CountFrame(GstOpVision *self, GstBuffer *img) {
+  Impl *impl = self->impl;
+  GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img);
+  // Without provenance the frames are taken as consecutive.
+  const guint32 id = m ? m->road_frame_id : impl->drops.last_id() + 1;
+  if (impl->resync_ids) {
+    impl->drops.ContinueAt(id);
+    impl->resync_ids = false;
+  }
+  const guint32 last = impl->drops.last_id();
+  const op::drive::FrameStep step = impl->drops.Step(id);
+  impl->unevaluated_in_a_row = step.evaluate ? 0 : impl->unevaluated_in_a_row + 1;
+  std::string why;
+  if (step.went_backwards)
+    why = "the road frame id went back from " + std::to_string(last) + " to " + std::to_string(id) +
+          " (a restarted source?); counted as no drop";
+  else if (step.implausible_gap)
+    why = "the road frame id jumped from " + std::to_string(last) + " to " + std::to_string(id) +
+          ": frame not evaluated; are the source's ids frame numbers?";
+  else if (impl->unevaluated_in_a_row == 10)
+    why = "10 road frames in a row followed a frame-id gap and were not evaluated (last id " +
+          std::to_string(id) + "); the source's frame ids skip";
+  if (!why.empty() && !impl->warned_ids) {
+    impl->warned_ids = true;  // once per stream: a source that does this does it every frame
+    GST_ELEMENT_WARNING(self, STREAM, FAILED, ("Unexpected road frame ids: %s.", why.c_str()),
+                        (nullptr));
+  } else if (!why.empty()) {
+    GST_DEBUG_OBJECT(self, "%s", why.c_str());
+  }
+  return step;
+}
+
 static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
   auto *self = GST_OP_VISION(agg);
   Impl *impl = self->impl;
@@ -901,24 +942,29 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
   if (big_pad)
     gst_object_unref(big_pad);
 
-  // A frame after a gap in the road frame ids is not evaluated (openpilot: warp only).
+  // QoS: a frame that cannot arrive in time is dropped before any device work. Like a road
+  // frame without a wide partner, it is a frame modeld never received: it is not counted here,
+  // and the next frame counts it as dropped.
   bool skip = false;
-  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
-    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
-      skip = true;
-    impl->have_last_id = true;
-    impl->last_id = m->road_frame_id;
-  }
-  // QoS: a frame that cannot arrive in time is dropped before any device work.
   const GstSegment *seg = &self->img_pad->segment;
-  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
-  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
+  // A source without time (filesrc alone sends a byte segment) has no running time to be late.
+  const GstClockTime rt =
+      seg->format == GST_FORMAT_TIME
+          ? gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img))
+          : GST_CLOCK_TIME_NONE;
+  std::optional<op::drive::FrameStep> step;
+  if (GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
     impl->stats.qos_dropped++;
     GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
     skip = true;
-  } else if (skip) {
-    impl->stats.skipped++;
-    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
+  } else {
+    step = CountFrame(self, img);
+    if (!step->evaluate && skip_after_drop) {
+      skip = true;
+      impl->stats.skipped++;
+      GST_DEBUG_OBJECT(self, "%u frames dropped before road frame %u: not evaluated", step->dropped,
+                       impl->drops.last_id());
+    }
   }
 
   if (!skip) {
@@ -929,6 +975,10 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
     GstBuffer *out = nullptr;
     ret = RunFrame(self, img, big ? big : img, &out);
     if (ret == GST_FLOW_OK) {
+      GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(out);
+      meta->dropped = step->dropped;
+      meta->drops_counted = TRUE;
+      meta->frame_drop_perc = step->frame_drop_perc;
       impl->stats.frames++;
       GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
       if (GST_BUFFER_PTS_IS_VALID(out))

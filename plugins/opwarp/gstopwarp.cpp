@@ -54,6 +54,7 @@
 
 #include "common/gstopcamerasettings.h"
 #include "drive/camera.h"
+#include "drive/frame_track.h"
 #include "drive/warp.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstopmemory.h"
@@ -170,6 +171,7 @@ struct Stream {
   op::cl::EventHandle staging_event;  // the last upload, alive while a wait list names it
   op::cl::MemHandle download;         // the output for system-memory buffers (allocated once)
   uint64_t frames = 0;
+  op::drive::FrameIdSource id_source = op::drive::FrameIdSource::kCounter;
 };
 
 struct Impl {
@@ -591,6 +593,20 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
   return st.staging.get();
 }
 
+// The frame id of a buffer without a frame meta: its offset where that numbers frames (a
+// camera), else the count of frames since the caps. Byte offsets (filesrc, rawvideoparse) would
+// look like huge gaps and stop evaluation downstream, so they are never taken for ids.
+static guint32 FrameIdFor(GstOpWarp *self, Stream &st, GstBuffer *inbuf) {
+  const op::drive::FrameIdSource source = op::drive::ChooseFrameIdSource(
+      false, GST_BUFFER_OFFSET_IS_VALID(inbuf), GST_BUFFER_OFFSET(inbuf),
+      GST_BUFFER_OFFSET_END_IS_VALID(inbuf), GST_BUFFER_OFFSET_END(inbuf));
+  if (st.frames == 0 || source != st.id_source)
+    GST_DEBUG_OBJECT(self, "frame ids from the %s", op::drive::FrameIdSourceName(source));
+  st.id_source = source;
+  return source == op::drive::FrameIdSource::kBufferOffset ? guint32(GST_BUFFER_OFFSET(inbuf))
+                                                           : guint32(st.frames);
+}
+
 // Records one frame's processing latency; a new maximum (by more than a millisecond) is
 // announced with a LATENCY message so the pipeline queries it again.
 static void NoteLatency(GstOpWarp *self, int64_t ns) {
@@ -761,12 +777,11 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   }
 
   // Provenance: upstream's meta was copied with the buffer's metadata; a source without one
-  // gets the frame counter (or buffer offset) as frame id and the PTS as end-of-frame time.
+  // gets a frame id (FrameIdFor) and the PTS as end-of-frame time.
   const bool had_meta = gst_buffer_get_op_frame_meta(inbuf) != nullptr;
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   if (!had_meta) {
-    const guint32 id =
-        GST_BUFFER_OFFSET_IS_VALID(inbuf) ? guint32(GST_BUFFER_OFFSET(inbuf)) : guint32(st.frames);
+    const guint32 id = FrameIdFor(self, st, inbuf);
     const guint64 eof = GST_BUFFER_PTS_IS_VALID(inbuf) ? GST_BUFFER_PTS(inbuf) : 0;
     if (st.role == CameraRole::kWide) {
       meta->wide_frame_id = id;
