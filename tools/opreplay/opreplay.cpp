@@ -23,12 +23,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "drive/camera.h"
 #include "drive/log_io.h"
 #include "op/gstoptensor.h"
 #include "opwarp/gstopwarp.h"
+#include "route_state.h"
 
 namespace {
 
@@ -42,6 +44,8 @@ struct Options {
   std::string precision = "auto";
   std::string rpy;           // --rpy: the calibration when the route has no log
   std::string ground_truth;  // --ground-truth: a synthetic drive's groundtruth.json
+  // The car's state when the route has no log (or the log lacks it).
+  double v_ego = 0.0, lat_delay = 0.0, long_delay = 0.0;
   bool single_camera = false;
   bool video = true;
   guint64 max_frames = 0;  // 0: the whole route
@@ -76,6 +80,9 @@ const char *kUsage =
     "  --rpy R,P,Y          calibration in radians when the route has no log\n"
     "  --ground-truth FILE  draw a synthetic drive's ground truth (groundtruth.json) in yellow\n"
     "  --max-frames N       stop after N road frames\n"
+    "  --v-ego V            the car's speed in m/s when the log has no carState (default 0)\n"
+    "  --lat-delay S        steering delay in s when the log has no liveDelay (default 0)\n"
+    "  --long-delay S       longitudinal actuator delay in s (default 0)\n"
     "  --no-video           write neither the overlay video nor the contact sheet\n";
 
 bool FileExists(const std::string &path) {
@@ -433,6 +440,20 @@ int ParseArgs(int argc, char **argv, Options *o) {
       if (!value(&frames))
         return 2;
       o->max_frames = g_ascii_strtoull(frames.c_str(), nullptr, 10);
+    } else if (a == "--v-ego" || a == "--lat-delay" || a == "--long-delay") {
+      std::string text;
+      if (!value(&text))
+        return 2;
+      const std::string *v = &text;
+      char *end = nullptr;
+      const double x = std::strtod(v->c_str(), &end);
+      const double max = a == "--v-ego" ? 100.0 : 5.0;
+      if (end == v->c_str() || *end || !std::isfinite(x) || x < 0 || x > max) {
+        std::fprintf(stderr, "opreplay: %s takes a number from 0 to %g, not \"%s\"\n", a.c_str(),
+                     max, v->c_str());
+        return 2;
+      }
+      (a == "--v-ego" ? o->v_ego : a == "--lat-delay" ? o->lat_delay : o->long_delay) = x;
     } else if (a == "--single-camera") {
       o->single_camera = true;
     } else if (a == "--no-video") {
@@ -480,6 +501,7 @@ int main(int argc, char **argv) {
   }
   const bool two_cameras = !o.single_camera && FileExists(wide);
   std::optional<RouteLog> log;
+  opreplay::RouteState route_state;  // empty without a log
   for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
     const std::string path = o.route + "/" + name;
     if (!FileExists(path))
@@ -491,6 +513,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     log = std::move(*read);
+    auto car = opreplay::ReadRouteState(path);
+    if (!car.ok()) {
+      std::fprintf(stderr, "opreplay: cannot read the log %s: %s\n", path.c_str(),
+                   car.status().ToString().c_str());
+      return 1;
+    }
+    route_state = std::move(*car);
     break;
   }
   std::vector<CalibrationChange> changes;
@@ -533,9 +562,15 @@ int main(int argc, char **argv) {
     d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision +
          " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision;
   }
+  auto num = [](double x) {  // locale-independent, as gst_parse reads it
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    return std::string(g_ascii_dtostr(buf, sizeof buf, x));
+  };
+  // The command line's car state; the log's values replace it frame by frame (route_state.h).
   d += " ! tee name=model_tee model_tee. ! queue ! opmsgsink name=sink sync=false "
-       "timestamps=stream location=" +
-       Quote(rlog) + " ";
+       "timestamps=stream v-ego=" +
+       num(o.v_ego) + " lat-delay=" + num(o.lat_delay) + " long-delay=" + num(o.long_delay) +
+       " location=" + Quote(rlog) + " ";
   if (o.video) {
     // The video waits in its queue for the model's output of the same frame.
     d += "model_tee. ! queue ! overlay.model ";
@@ -578,6 +613,18 @@ int main(int argc, char **argv) {
     gst_object_unref(pad);
     gst_object_unref(dec);
   }
+  // The log's camera frame ids and the car's state, in stream order (route_state.h).
+  for (auto [name, frames, is_wide] : {std::tuple{"road_dec", &route_state.road, false},
+                                       std::tuple{"wide_dec", &route_state.wide, true}}) {
+    GstElement *dec = gst_bin_get_by_name(bin, name);
+    if (dec && !frames->empty())
+      opreplay::AddCameraStateProbe(dec, frames, is_wide);
+    if (dec)
+      gst_object_unref(dec);
+  }
+  opreplay::CarStateFeed car_feed{&route_state};
+  if (!route_state.v_ego.empty() || !route_state.lat_delay.empty())
+    opreplay::AddCarStateProbe(run.sink, &car_feed);
   StageTimes times;
   {
     GstElement *last = run.policy ? run.policy : run.vision;
@@ -643,6 +690,18 @@ int main(int argc, char **argv) {
                 type.ok() ? (std::string(op::drive::DeviceTypeName(*type)) + " presets").c_str()
                           : "no preset (the elements need intrinsics)");
   }
+  std::printf("  frame ids        %s\n", route_state.road.empty()
+                                             ? "counted by opwarp (no camera states in a log)"
+                                             : "from the log's camera states");
+  auto car_line = [&](const char *what, bool from_log, size_t logged, double cli) {
+    if (from_log)
+      std::printf("  %-16s from the log (%zu messages)\n", what, logged);
+    else
+      std::printf("  %-16s %g, from the command line\n", what, cli);
+  };
+  car_line("v-ego", !route_state.v_ego.empty(), route_state.car_states, o.v_ego);
+  car_line("lat-delay", !route_state.lat_delay.empty(), route_state.live_delays, o.lat_delay);
+  car_line("long-delay", false, 0, o.long_delay);
   std::printf("  frames in        %" G_GUINT64_FORMAT " road", run.road.frames);
   if (two_cameras)
     std::printf(", %" G_GUINT64_FORMAT " wide", run.wide.frames);
