@@ -9,11 +9,13 @@
  * `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends, or a
  * live deadline passes without a wide buffer, the road frame runs alone too.
  *
- * A frame whose road frame id follows a gap is not evaluated (`skip-after-drop`), as openpilot
- * does after a drop. The output is the network's output tensor(s) in device memory with the
- * model's output slices in the caps, timestamps and GstOpFrameMeta of the road buffer, the wide
- * frame's ids filled in, and the vision stage time (of the last frame the device finished: the
- * element never waits for the device).
+ * Road frames are counted as openpilot's modeld counts them (drive/frame_track.h: last id 0 at
+ * start, so a live camera's first frame is only warped); a frame whose road frame id follows a
+ * gap is not evaluated (`skip-after-drop`), as openpilot does after a drop, and the output's
+ * frame meta carries the drop count and openpilot's filtered frameDropPerc. The output is the
+ * network's output tensor(s) in device memory with the model's output slices in the caps,
+ * timestamps and GstOpFrameMeta of the road buffer, the wide frame's ids filled in, and the vision
+ * stage time (of the last frame the device finished: the element never waits for the device).
  *
  * A single combined network (driving_supercombo: inputs img, big_img, features_buffer,
  * desire_pulse, traffic_convention) is run with the temporal queues of gst/drive kept on the

@@ -10,7 +10,9 @@
  * once, and the output falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
  * seen and the time spent here. Every frame enters the history (openpilot warps frames that
- * follow a drop), so the element never drops frames for QoS.
+ * follow a drop), so the element never drops frames for QoS. A frame without a meta gets its
+ * frame id from the buffer offset only where that numbers frames (offset_end = offset + 1, as
+ * cameras set it), else from a counter: byte offsets (filesrc, rawvideoparse) are not ids.
  *
  * ## Example
  * |[
