@@ -516,6 +516,20 @@ static GstFlowReturn GatherTensors(GstOpMsgSink *self, GstBuffer *buffer, CapsSt
   return GST_FLOW_OK;
 }
 
+// This frame's own time upstream: the device time of each stage's commands for this frame
+// (readable once the frame's output is complete, which reading the tensors waited for); a stage
+// without them (no profiling, or an element that records none) counts its meta stage time.
+static uint64_t FrameDeviceNs(const GstOpFrameMeta *meta) {
+  uint64_t ns = 0;
+  for (int s = 0; s < GST_OP_STAGE_COUNT; s++) {
+    if (s == GST_OP_STAGE_PARSE)
+      continue;
+    const guint64 device = gst_op_frame_meta_device_ns(meta, GstOpStage(s));
+    ns += device ? device : meta->stage_ns[s];
+  }
+  return ns;
+}
+
 static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
   GstOpMsgSinkPrivate *priv = self->priv;
@@ -539,9 +553,6 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
     frame.dropped_frames = meta->dropped;
     frame.timestamp_eof = meta->road_eof_ns;
     frame.calibration_seen = meta->calibration_seen;
-    for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
-      if (s != GST_OP_STAGE_PARSE)
-        upstream_ns += meta->stage_ns[s];
   } else {
     // Without provenance the frames are counted; nothing says a calibration was seen.
     frame.frame_id = frame.frame_id_extra = priv->frames_without_meta++;
@@ -566,6 +577,8 @@ static GstFlowReturn gst_op_msg_sink_render(GstBaseSink *sink, GstBuffer *buffer
   GstFlowReturn ret = GatherTensors(self, buffer, state);
   if (ret != GST_FLOW_OK)
     return ret;
+  if (meta)
+    upstream_ns = FrameDeviceNs(meta);  // the tensors are read: the frame's commands are done
   op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &priv->parsed);
   if (!st.ok()) {
     GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("Could not parse the network output."),

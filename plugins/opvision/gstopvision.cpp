@@ -14,8 +14,10 @@
  * gap is not evaluated (`skip-after-drop`), as openpilot does after a drop, and the output's
  * frame meta carries the drop count and openpilot's filtered frameDropPerc. The output is the
  * network's output tensor(s) in device memory with the model's output slices in the caps,
- * timestamps and GstOpFrameMeta of the road buffer, the wide frame's ids filled in, and the vision
- * stage time (of the last frame the device finished: the element never waits for the device).
+ * timestamps and GstOpFrameMeta of the road buffer, the wide frame's ids filled in, this frame's
+ * first and last device commands (their profiling times, read downstream once the output is
+ * complete, are the frame's own vision time) and the stage time of the last frame the device
+ * finished (the element never waits for the device).
  *
  * A single combined network (driving_supercombo: inputs img, big_img, features_buffer,
  * desire_pulse, traffic_convention) is run with the temporal queues of gst/drive kept on the
@@ -482,8 +484,11 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
     meta->wide_sof_ns = meta->road_sof_ns;
     meta->wide_eof_ns = meta->road_eof_ns;
   }
-  meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
-      impl->timer->stats().stage_ns();
+  const GstOpStage stage = impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION;
+  // The last completed frame's time (the element never waits), and this frame's own commands,
+  // whose device time is read downstream once the output is complete.
+  meta->stage_ns[stage] = impl->timer->stats().stage_ns();
+  gst_op_frame_meta_set_stage_events(meta, stage, first.get(), run->get());
   *out = outbuf;
   return GST_FLOW_OK;
 }

@@ -714,6 +714,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   }
 
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
+  // This frame's warp commands: the meta keeps them so its own device time can be read later.
+  op::cl::EventHandle warp_first, warp_last;
   GstMemory *out_mem =
       gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
   if (out_mem && gst_is_op_memory_on(out_mem, ctx)) {
@@ -726,7 +728,9 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     gst_memory_unmap(out_mem, &info);
     op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
     wait.Add(previous.get());
-    auto done = st.warper->Process(*frame, out, out_mem->offset, wait);
+    auto done = st.warper->Process(*frame, out, out_mem->offset, wait, &warp_first);
+    if (done.ok())
+      warp_last = *done;
     s = done.ok() ? queue.Flush() : done.status();
     if (s.ok()) {
       gst_op_buffer_set_write_event(outbuf, done->get());
@@ -759,7 +763,9 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
       if (map.size < op::drive::kModelInputBytes) {
         s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
       } else {
-        auto done = st.warper->Process(*frame, st.download.get(), 0, wait);
+        auto done = st.warper->Process(*frame, st.download.get(), 0, wait, &warp_first);
+        if (done.ok())
+          warp_last = *done;
         auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes,
                                            map.data, {done->get()})
                               : op::StatusOr<op::cl::EventHandle>(done.status());
@@ -794,6 +800,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
   }
   meta->calibration_seen = calibration_seen;
+  gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_WARP, warp_first.get(), warp_last.get());
   meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());

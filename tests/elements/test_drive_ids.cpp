@@ -301,4 +301,84 @@ TEST_F(DriveIdsTest, DriveWithFramesRemovedPublishesWhatModeldWould) {
   gst_object_unref(pipeline);
 }
 
+// modelExecutionTime is this frame's own device time: frames go in one at a time, and each
+// frame's device time is recovered independently from opvision's running mean (`device-time`,
+// its timer's completion callbacks): n·mean_n − (n−1)·mean_(n−1). The first frame counts too
+// (no earlier frame has finished when it is submitted).
+TEST_F(DriveIdsTest, ModelExecutionTimeIsTheFramesOwnDeviceTime) {
+  const std::string launch =
+      "appsrc name=road format=time ! opvision name=v precision=fp32 "
+      "model=" +
+      Model("driving_supercombo_small.onnx") +
+      " ! opmsgsink name=s emit-signals=true timestamps=stream "
+      "services=modelV2";
+  GError *err = nullptr;
+  GstElement *pipeline = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_TRUE(pipeline && !err) << (err ? err->message : "?");
+  GstElement *road = gst_bin_get_by_name(GST_BIN(pipeline), "road");
+  GstElement *v = gst_bin_get_by_name(GST_BIN(pipeline), "v");
+  GstElement *s = gst_bin_get_by_name(GST_BIN(pipeline), "s");
+  GstOpTensorInfo info;
+  info.tensors.push_back({"img", GstOpTensorType::kUint8, {1, 12, 128, 256}});
+  GstCaps *caps = gst_op_tensor_info_to_caps(info);
+  g_object_set(road, "caps", caps, nullptr);
+  gst_caps_unref(caps);
+  Collected c;
+  g_signal_connect(s, "message", G_CALLBACK(OnMessage), &c);
+  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+
+  auto mean_ms = [&] {
+    double ms = 0;
+    g_object_get(v, "device-time", &ms, nullptr);
+    return ms;
+  };
+  std::mt19937 rng(5);
+  std::vector<uint8_t> bytes(12 * 128 * 256);
+  double previous_mean = 0;
+  int measured = 0;
+  for (guint32 id = 0; id < 6; id++) {
+    for (auto &b : bytes)
+      b = uint8_t(rng());
+    GstBuffer *b = gst_buffer_new_memdup(bytes.data(), bytes.size());
+    GST_BUFFER_PTS(b) = id * kFrame;
+    GstOpFrameMeta *m = gst_buffer_add_op_frame_meta(b);
+    m->road_frame_id = id;
+    m->calibration_seen = TRUE;
+    GstFlowReturn ret = GST_FLOW_OK;
+    g_signal_emit_by_name(road, "push-buffer", b, &ret);
+    gst_buffer_unref(b);
+    ASSERT_EQ(ret, GST_FLOW_OK);
+    // The frame's message, then its completion callback in opvision's timer.
+    double mean = previous_mean;
+    for (int tries = 0; tries < 2000; tries++) {
+      size_t n = 0;
+      {
+        std::lock_guard<std::mutex> guard(c.lock);
+        n = c.messages.size();
+      }
+      mean = mean_ms();
+      if (n == id + 1 && mean != previous_mean)
+        break;
+      g_usleep(5000);
+    }
+    ASSERT_EQ(c.messages.size(), size_t(id + 1)) << "frame " << id;
+    const double own_ms = mean * (id + 1) - previous_mean * id;
+    previous_mean = mean;
+    const double got_ms = 1e3 * c.messages[id].event().getModelV2().getModelExecutionTime();
+    if (own_ms <= 0)
+      continue;  // the queue does not profile: nothing to compare with
+    measured++;
+    EXPECT_NEAR(got_ms, own_ms, 0.1 * own_ms) << "frame " << id;
+  }
+  if (measured == 0)
+    GTEST_SKIP() << "the OpenCL queue has no profiling: device times are not measured";
+
+  GstFlowReturn ret = GST_FLOW_OK;
+  g_signal_emit_by_name(road, "end-of-stream", &ret);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  for (GstElement *e : {road, v, s})
+    gst_object_unref(e);
+  gst_object_unref(pipeline);
+}
+
 }  // namespace
