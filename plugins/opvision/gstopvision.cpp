@@ -3,9 +3,10 @@
  *
  * Runs openpilot's vision network on the OpenCL device. The road tensor arrives on `img`, the
  * wide tensor on the request pad `big_img`; they are paired by capture time (start-of-frame from
- * GstOpFrameMeta, else PTS) with openpilot's rule: a wide buffer more than 25 ms older than the
- * road buffer is dropped, a road buffer more than 25 ms older than the wide one is dropped, and a
- * pair more than `max-skew` apart is still run, counted and warned about (rate-limited). Without
+ * GstOpFrameMeta, else PTS) as openpilot's receive loop pairs them (pairing.h): a road buffer
+ * less than 25 ms after the previous pair's wide buffer is passed over, wide buffers 25 ms or more
+ * older than the road buffer are dropped, the next wide buffer pairs, and a pair more than
+ * `max-skew` apart is still run, counted and warned about (rate-limited). Without
  * `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends, or a
  * live deadline passes without a wide buffer, the road frame runs alone too.
  *
@@ -203,7 +204,9 @@ struct Impl {
 
   // Per stream.
   op::drive::FrameTracker drops;  // modeld's drop accounting over the received road frames
-  bool resync_ids = false;        // after a flush: the next id continues the count, no drop
+  bool resync_ids = false;
+  bool have_previous_wide = false;  // pairing: the wide frame of the previous pair
+  int64_t previous_wide_ns = 0;     // after a flush: the next id continues the count, no drop
   guint32 unevaluated_in_a_row = 0;
   bool warned_ids = false;
   bool segment_sent = false;
@@ -532,6 +535,7 @@ static gboolean Start(GstAggregator *agg) {
   impl->timer->Reset();
   impl->drops.Reset();
   impl->resync_ids = false;
+  impl->have_previous_wide = false;
   impl->unevaluated_in_a_row = 0;
   impl->warned_ids = false;
   impl->segment_sent = false;
@@ -570,6 +574,7 @@ static GstFlowReturn Flush(GstAggregator *agg) {
   auto *self = GST_OP_VISION(agg);
   Impl *impl = self->impl;
   impl->resync_ids = true;
+  impl->have_previous_wide = false;
   impl->segment_sent = false;
   GST_OBJECT_LOCK(self);
   impl->earliest_time = GST_CLOCK_TIME_NONE;
@@ -899,6 +904,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
       pin.wide_ns = big ? int64_t(CaptureTime(big, true)) : 0;
       pin.wide_ended = !big && gst_aggregator_pad_is_eos(big_pad);
       pin.timed_out = timeout;
+      pin.have_previous_wide = impl->have_previous_wide;
+      pin.previous_wide_ns = impl->previous_wide_ns;
     }
     decision = op::vision::DecidePair(pin, int64_t(max_skew));
     if (decision.action != op::vision::PairAction::kDropWide)
@@ -923,7 +930,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
       GST_LOG_OBJECT(self, "dropping a road buffer with no wide partner");
       impl->stats.dropped_road++;
       gst_buffer_unref(img);
-      gst_buffer_unref(big);  // a wide buffer is present for this decision
+      if (big)
+        gst_buffer_unref(big);
       gst_object_unref(big_pad);
       gst_aggregator_pad_drop_buffer(self->img_pad);
       return GST_FLOW_OK;
@@ -938,6 +946,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
     case op::vision::PairAction::kPair:
       if (decision.out_of_sync)
         ReportSkew(self, decision.skew_ns);
+      impl->have_previous_wide = true;
+      impl->previous_wide_ns = int64_t(CaptureTime(big, true));
       break;
     case op::vision::PairAction::kDropWide:
       break;  // handled in the loop
