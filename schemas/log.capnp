@@ -285,22 +285,27 @@ struct ModelDataV2 {
   laneLines @8 :List(XYZTData);  # 4: far left, left, right, far right
   laneLineProbs @9 :List(Float32);
   roadEdges @10 :List(XYZTData);  # 2: left, right
-  reserved11 @11 :List(Reserved);
+  leads @11 :List(Reserved);  # openpilot's older lead format (LeadDataV2), not written
   meta @12 :MetaData;
   laneLineStds @13 :List(Float32);
   roadEdgeStds @14 :List(Float32);
   modelExecutionTime @15 :Float32;  # s
   rawPredictions @16 :Data;
-  reserved17 @17 :Float32;
   leadsV3 @18 :List(LeadDataV3);  # 3, at t = 0, 2, 4 s
   acceleration @19 :XYZTData;  # m/s^2
   frameIdExtra @20 :UInt32;  # wide camera frame
-  reserved21 @21 :Reserved;
-  reserved22 @22 :Bool;
   confidence @23 :ConfidenceClass;
-  reserved24 @24 :UInt64;
-  reserved25 @25 :Reserved;
+  lateralPlannerSolutionDEPRECATED @25 :Reserved;
   action @26 :Action;
+
+  # openpilot's deprecated fields, grouped as its current schema groups them (a group changes
+  # no offset: its members are laid out by ordinal like any other field). Never written.
+  deprecated :group {
+    temporalPose @21 :Reserved;
+    gpuExecutionTime @17 :Float32;  # s
+    navEnabled @22 :Bool;
+    locationMonoTime @24 :UInt64;
+  }
 
   struct LeadDataV3 {
     prob @0 :Float32;  # probability there is a lead at probTime

@@ -107,6 +107,14 @@ void ExpectStruct(StructSchema schema, unsigned data_words, unsigned pointers,
   EXPECT_EQ(node.getPointerCount(), pointers);
   std::map<unsigned, std::string> actual;
   for (auto field : schema.getFields()) {
+    if (field.getProto().isGroup()) {
+      // A group's members live in the parent's sections (openpilot's `deprecated` groups).
+      for (auto member : field.getType().asStruct().getFields()) {
+        ASSERT_TRUE(member.getProto().isSlot()) << member.getProto().getName().cStr();
+        actual[member.getProto().getOrdinal().getExplicit()] = Place(member);
+      }
+      continue;
+    }
     ASSERT_TRUE(field.getProto().isSlot()) << field.getProto().getName().cStr();
     actual[field.getProto().getOrdinal().getExplicit()] = Place(field);
   }
