@@ -557,6 +557,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
 
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
+  gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_POLICY, first.get(),
+                                     events[n_events - 1].get());
   impl->frames++;
 
   const GstClockTime measured = impl->timer->stats().max_ns;
