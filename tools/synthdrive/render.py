@@ -158,7 +158,7 @@ def main():
         f.write(",\n".join(json.dumps(r, sort_keys=True) for r in truth))
         f.write("\n]}\n")
     # The route's log: camera frame ids and times, the car's speed, calibration and delay.
-    rlog.write_rlog(os.path.join(a.out, "rlog.zst"), frames, CALIB_RPY)
+    rlog.write_rlog(os.path.join(a.out, "rlog.zst"), frames, CALIB_RPY, first=first)
     print(f"synthdrive: wrote {frames} frames per camera to {a.out} in {time.monotonic() - start:.0f} s")
     return status
 

@@ -35,11 +35,13 @@ def load_schema():
     return capnp.load(os.path.abspath(SCHEMA), imports=["/usr/include", "/usr/local/include"])
 
 
-def events(log, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY):
-    """The drive's Events in logMonoTime order (a list of (logMonoTime, builder))."""
+def events(log, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY, first=0):
+    """The drive's Events in logMonoTime order (a list of (logMonoTime, builder)): frames `first`
+    .. first + frames - 1 of the drive (render.py --start), so that a route's segments continue
+    each other's frame ids and times."""
     out = []
     period = 1_000_000_000 // scene.FPS
-    for i in range(frames):
+    for i in range(first, first + frames):
         t = i / scene.FPS
         sof = START_NS + i * period
         for name, offset in (("roadCameraState", 0), ("wideRoadCameraState", WIDE_OFFSET_NS)):
@@ -53,7 +55,7 @@ def events(log, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY):
         e = log.Event.new_message(logMonoTime=sof + EXPOSURE_NS - 1)
         e.init("carState").vEgo = scene.ego_speed(t)
         out.append(e)
-        if i % (scene.FPS // 4) == 0:  # 4 Hz, the first one with the first frame
+        if (i - first) % (scene.FPS // 4) == 0:  # 4 Hz, the first one with the first frame
             e = log.Event.new_message(logMonoTime=sof + 2)
             cal = e.init("liveCalibration")
             cal.rpyCalib = list(calib_rpy)
@@ -70,10 +72,11 @@ def events(log, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY):
     return out
 
 
-def write_rlog(path, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY):
-    """Writes `frames` frames' worth of log to `path` (zstd, level 10, like openpilot's)."""
+def write_rlog(path, frames, calib_rpy=CALIB_RPY, lateral_delay=LATERAL_DELAY, first=0):
+    """Writes `frames` frames' worth of log, from frame `first` on, to `path` (zstd, level 10,
+    like openpilot's)."""
     log = load_schema()
-    raw = b"".join(e.to_bytes() for e in events(log, frames, calib_rpy, lateral_delay))
+    raw = b"".join(e.to_bytes() for e in events(log, frames, calib_rpy, lateral_delay, first))
     subprocess.run(["zstd", "-q", "-f", "-10", "-o", path], input=raw, check=True)
     return path
 
