@@ -9,6 +9,11 @@ log gives for that frame and the logged delay:
   kappa = 2 psi(t_lat) / (v t_lat) - psi_rate(0) / v,
   psi = orientation.z interpolated on T_IDXS = 10 (i/32)^2, psi_rate = orientationRate.z.
 
+Then the same on a route of two segments cut from the drive with tools/synthdrive/route.py (each
+gets its part of the log), whose second segment's log says another steering delay and a faster
+car: the frames of the second segment take the speed and the delay from that segment's log, the
+frame ids come from both logs, and the summary names both segments' logs.
+
   check_replay_car_state.py OPREPLAY RLOG_PY SCHEMA DRIVE_DIR VISION POLICY
 """
 
@@ -21,6 +26,8 @@ import tempfile
 
 FRAMES = 40
 LATERAL_DELAY = 0.3  # not the command line's (0), so the log's value must have been used
+SEGMENT1_DELAY = 0.5  # segment 1's log of the two-segment route: not segment 0's
+SEGMENT1_EXTRA_SPEED = 4.0  # m/s added to segment 1's logged vEgo
 
 failures = []
 
@@ -122,6 +129,70 @@ def main():
         print(f"largest relative difference of desiredCurvature: {worst:.2e}")
         check(nonzero == len(models), f"desiredCurvature non-zero in {nonzero}/{len(models)}")
         check(worst < 1e-4, "desiredCurvature equals the plan, v-ego and delay computation")
+
+        # ---- A route of two segments with logs: segment 1's log has its own delay and speed.
+        route_py = os.path.join(os.path.dirname(os.path.abspath(rlog_py)), "route.py")
+        routes = os.path.join(work, "routes")
+        subprocess.run([sys.executable, route_py, "--out", routes, "--name", "r", "--from", drive,
+                        "--gops", "0,1"], check=True, stdout=subprocess.DEVNULL)
+        seg1_log = os.path.join(routes, "r--1", "rlog.zst")
+        seg1 = []
+        for e in read_log(log, seg1_log):
+            b = e.as_builder()
+            if b.which() == "liveDelay":
+                b.liveDelay.lateralDelay = SEGMENT1_DELAY
+            elif b.which() == "carState":
+                b.carState.vEgo = b.carState.vEgo + SEGMENT1_EXTRA_SPEED
+            seg1.append(b.to_bytes())
+        subprocess.run(["zstd", "-q", "-f", "-o", seg1_log], input=b"".join(seg1), check=True)
+        out2 = os.path.join(work, "out2")
+        proc = subprocess.run([opreplay, os.path.join(routes, "r"), "--vision", vision, "--policy",
+                               policy, "--out", out2, "--no-video", "--single-camera"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        print(proc.stdout)
+        sys.stderr.write(proc.stderr[-3000:])
+        check(proc.returncode == 0, f"two segments: opreplay exit status {proc.returncode}")
+        for what in ("v-ego", "lat-delay"):
+            check(re.search(rf"^\s*{what}\s+from the logs of segments 0, 1 ", proc.stdout, re.M)
+                  is not None, f"the summary says {what} comes from both segments' logs")
+        check(re.search(r"^\s*frame ids\s+from the camera states in the logs of segments 0, 1$",
+                        proc.stdout, re.M) is not None,
+              "the summary says the frame ids come from both segments' logs")
+        # Each frame's speed and delay: the last ones logged before its roadCameraState, in the
+        # route's order (segment 0's log, then segment 1's).
+        state_of_frame, v, delay, seg1_ids = {}, None, None, set()
+        for n in (0, 1):
+            for e in read_log(log, os.path.join(routes, f"r--{n}", "rlog.zst")):
+                w = e.which()
+                if w == "carState":
+                    v = e.carState.vEgo
+                elif w == "liveDelay":
+                    delay = e.liveDelay.lateralDelay
+                elif w == "roadCameraState":
+                    state_of_frame[e.roadCameraState.frameId] = (v, delay)
+                    if n == 1:
+                        seg1_ids.add(e.roadCameraState.frameId)
+        models = [e.modelV2 for e in read_log(log, os.path.join(out2, "rlog.zst"))
+                  if e.which() == "modelV2"]
+        ids = [m.frameId for m in models]
+        check(len(models) > 60 and ids == sorted(state_of_frame)[:len(ids)],
+              f"frame ids of both segments' camera states, in order ({len(ids)} frames)")
+        worst, in_seg1, new_delay = 0.0, 0, 0
+        for md in models:
+            fv, fd = state_of_frame[md.frameId]
+            in_seg1 += md.frameId in seg1_ids
+            new_delay += fd == SEGMENT1_DELAY
+            t_lat = fd + 0.05 + 0.025
+            speed = max(fv, 1.0)
+            psi = interp(t_lat, t_idxs, list(md.orientation.z))
+            want = 2.0 * psi / (speed * t_lat) - md.orientationRate.z[0] / speed
+            worst = max(worst, abs(md.action.desiredCurvature - want) / max(abs(want), 1e-4))
+        print(f"two segments: largest relative difference of desiredCurvature: {worst:.2e}, "
+              f"{in_seg1} frames of segment 1, {new_delay} with its delay")
+        check(in_seg1 > 30 and new_delay > 30,
+              "segment 1's frames are replayed and most see its log's delay")
+        check(worst < 1e-4, "desiredCurvature of every frame follows its own segment's log "
+              "(speed and delay)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if failures:
