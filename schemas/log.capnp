@@ -27,7 +27,7 @@ struct Event {
   logMonoTime @0 :UInt64;  # ns, monotonic clock of the writer
   valid @67 :Bool = true;
 
-  # Every other ordinal up to 150 is a member of this union; which() is the position of the
+  # Every other ordinal up to 151 is a member of this union; which() is the position of the
   # member in ordinal order. Members we do not decode are Void: the discriminant is still read,
   # so `oplog list` names every service of an openpilot log.
   union {
@@ -100,7 +100,7 @@ struct Event {
     onroadEventsDEPRECATED @68 :Void;
     carParams @69 :Void;
     driverCameraState @70 :FrameData;  # which() = 68
-    driverMonitoringState @71 :DriverMonitoringState;  # which() = 69
+    driverMonitoringStateDEPRECATED @71 :Void;
     liveLocationKalmanDEPRECATED @72 :Void;
     sentinel @73 :Void;
     wideRoadCameraState @74 :FrameData;  # which() = 72
@@ -176,10 +176,11 @@ struct Event {
     customReserved18 @144 :Void;
     customReserved19 @145 :Void;
     liveDelay @146 :LiveDelayData;  # which() = 144
-    reserved147 @147 :Void;
-    reserved148 @148 :Void;
-    reserved149 @149 :Void;
-    reserved150 @150 :Void;
+    rawAudioData @147 :Void;
+    bookmarkButton @148 :Void;
+    audioFeedback @149 :Void;
+    lateralManeuverPlan @150 :Void;
+    driverMonitoringState @151 :DriverMonitoringState;  # which() = 149
   }
 }
 
@@ -200,7 +201,12 @@ struct FrameData {
 # Messages a replay may meet; their fields are not declared yet (add them with openpilot's
 # ordinals when a reader needs them).
 struct DeviceState {}
-struct CarState {}
+# The car's state: only the speed a replay feeds to the action is declared (ordinal 0 is
+# openpilot's deprecated list of event names, an enum list).
+struct CarState {
+  reserved0 @0 :List(UInt16);
+  vEgo @1 :Float32;  # m/s
+}
 struct CarControl {}
 struct DriverMonitoringState {}
 
@@ -279,22 +285,27 @@ struct ModelDataV2 {
   laneLines @8 :List(XYZTData);  # 4: far left, left, right, far right
   laneLineProbs @9 :List(Float32);
   roadEdges @10 :List(XYZTData);  # 2: left, right
-  reserved11 @11 :List(Reserved);
+  leads @11 :List(Reserved);  # openpilot's older lead format (LeadDataV2), not written
   meta @12 :MetaData;
   laneLineStds @13 :List(Float32);
   roadEdgeStds @14 :List(Float32);
   modelExecutionTime @15 :Float32;  # s
   rawPredictions @16 :Data;
-  reserved17 @17 :Float32;
   leadsV3 @18 :List(LeadDataV3);  # 3, at t = 0, 2, 4 s
   acceleration @19 :XYZTData;  # m/s^2
   frameIdExtra @20 :UInt32;  # wide camera frame
-  reserved21 @21 :Reserved;
-  reserved22 @22 :Bool;
   confidence @23 :ConfidenceClass;
-  reserved24 @24 :UInt64;
-  reserved25 @25 :Reserved;
+  lateralPlannerSolutionDEPRECATED @25 :Reserved;
   action @26 :Action;
+
+  # openpilot's deprecated fields, grouped as its current schema groups them (a group changes
+  # no offset: its members are laid out by ordinal like any other field). Never written.
+  deprecated :group {
+    temporalPose @21 :Reserved;
+    gpuExecutionTime @17 :Float32;  # s
+    navEnabled @22 :Bool;
+    locationMonoTime @24 :UInt64;
+  }
 
   struct LeadDataV3 {
     prob @0 :Float32;  # probability there is a lead at probTime

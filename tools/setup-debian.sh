@@ -21,6 +21,8 @@ packages=(
   python3 python3-venv python3-numpy
   # unit tests
   libgtest-dev
+  # the zstd tool: synthdrive's rlog.zst, the golden and replay tests' logs
+  zstd
   # leak checks
   valgrind
   # fleet replay: the zstd tool (opfleet reads logs through it), a Slurm cluster (the fleet

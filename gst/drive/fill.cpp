@@ -166,17 +166,6 @@ std::array<float, kPolyDegree + 1> FitPath(const float *values, int stride) {
   return out;
 }
 
-void FrameDropFilter::Update(uint32_t dropped) {
-  constexpr float dt = 0.05f, tau = 10.0f;
-  constexpr float k = dt / (tau + dt);
-  float input = static_cast<float>(std::min<uint32_t>(dropped, 10));
-  value_ = (1.0f - k) * value_ + k * input;
-  // The filter starts settled: the first frames of a stream always look like drops.
-  if (frames_ < 10)
-    value_ = 0.0f;
-  frames_++;
-}
-
 FrameDecisions MessageFiller::Step(const ParsedOutputs &out, const FrameInfo &frame,
                                    const CarSettings &car) {
   FrameDecisions d;

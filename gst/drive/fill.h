@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 
+#include "drive/frame_track.h"
 #include "drive/parse.h"
 #include "log.capnp.h"
 
@@ -62,19 +63,6 @@ Action ComputeAction(const ParsedOutputs &out, const CarSettings &car, const Act
 // Least-squares polynomial of degree 4 through (T_IDXS, values[i * stride]), coefficients in
 // increasing power.
 std::array<float, kPolyDegree + 1> FitPath(const float *values, int stride);
-
-// openpilot's dropped-frame filter: min(dropped, 10) through a first-order filter (10 s at
-// 20 Hz), forced to 0 for the first 10 frames; Percent() = 100 f / (1 + f).
-class FrameDropFilter {
- public:
-  void Update(uint32_t dropped);
-  float Percent() const { return 100.0f * value_ / (1.0f + value_); }
-  void Reset() { *this = FrameDropFilter(); }
-
- private:
-  float value_ = 0.0f;
-  uint32_t frames_ = 0;
-};
 
 // What one Step() decided for its frame.
 struct FrameDecisions {

@@ -316,15 +316,74 @@ static gboolean FrameMetaInit(GstMeta *meta, gpointer, GstBuffer *) {
   return TRUE;
 }
 
+static void ReleaseStageEvents(GstOpFrameMeta *m) {
+  for (int s = 0; s < GST_OP_STAGE_COUNT; s++) {
+    if (m->stage_first[s])
+      clReleaseEvent(m->stage_first[s]);
+    if (m->stage_last[s])
+      clReleaseEvent(m->stage_last[s]);
+    m->stage_first[s] = m->stage_last[s] = nullptr;
+  }
+}
+
+static void FrameMetaFree(GstMeta *meta, GstBuffer *) {
+  ReleaseStageEvents(reinterpret_cast<GstOpFrameMeta *>(meta));
+}
+
 static gboolean FrameMetaTransform(GstBuffer *dest, GstMeta *meta, GstBuffer *, GQuark, gpointer) {
   auto *src = reinterpret_cast<GstOpFrameMeta *>(meta);
   GstOpFrameMeta *dst = gst_buffer_get_or_add_op_frame_meta(dest);
   if (!dst)
     return FALSE;
+  if (dst == src)
+    return TRUE;
+  ReleaseStageEvents(dst);
   std::memcpy(reinterpret_cast<guint8 *>(dst) + sizeof(GstMeta),
               reinterpret_cast<guint8 *>(src) + sizeof(GstMeta),
               sizeof(GstOpFrameMeta) - sizeof(GstMeta));
+  for (int s = 0; s < GST_OP_STAGE_COUNT; s++) {
+    if (dst->stage_first[s])
+      clRetainEvent(dst->stage_first[s]);
+    if (dst->stage_last[s])
+      clRetainEvent(dst->stage_last[s]);
+  }
   return TRUE;
+}
+
+void gst_op_frame_meta_set_stage_events(GstOpFrameMeta *meta, GstOpStage stage, cl_event first,
+                                        cl_event last) {
+  if (!meta || stage < 0 || stage >= GST_OP_STAGE_COUNT)
+    return;
+  if (!last)
+    last = first;
+  if (first)
+    clRetainEvent(first);
+  if (last)
+    clRetainEvent(last);
+  if (meta->stage_first[stage])
+    clReleaseEvent(meta->stage_first[stage]);
+  if (meta->stage_last[stage])
+    clReleaseEvent(meta->stage_last[stage]);
+  meta->stage_first[stage] = first;
+  meta->stage_last[stage] = last;
+}
+
+guint64 gst_op_frame_meta_device_ns(const GstOpFrameMeta *meta, GstOpStage stage) {
+  if (!meta || stage < 0 || stage >= GST_OP_STAGE_COUNT || !meta->stage_first[stage])
+    return 0;
+  cl_int status = CL_QUEUED;
+  if (clGetEventInfo(meta->stage_last[stage], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status),
+                     &status, nullptr) != CL_SUCCESS ||
+      status != CL_COMPLETE)
+    return 0;
+  cl_ulong start = 0, end = 0;
+  if (clGetEventProfilingInfo(meta->stage_first[stage], CL_PROFILING_COMMAND_START, sizeof(start),
+                              &start, nullptr) != CL_SUCCESS ||
+      clGetEventProfilingInfo(meta->stage_last[stage], CL_PROFILING_COMMAND_END, sizeof(end), &end,
+                              nullptr) != CL_SUCCESS ||
+      end < start)
+    return 0;
+  return guint64(end - start);
 }
 
 const GstMetaInfo *gst_op_frame_meta_get_info(void) {
@@ -332,7 +391,7 @@ const GstMetaInfo *gst_op_frame_meta_get_info(void) {
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
     info = gst_meta_register(GST_OP_FRAME_META_API_TYPE, "GstOpFrameMeta", sizeof(GstOpFrameMeta),
-                             FrameMetaInit, nullptr, FrameMetaTransform);
+                             FrameMetaInit, FrameMetaFree, FrameMetaTransform);
     g_once_init_leave(&once, 1);
   }
   return info;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cl/cl.h"
 #include "cl/status.h"
 
 enum class GstOpTensorType { kUint8, kInt64, kFloat16, kFloat32 };
@@ -97,9 +98,18 @@ struct GstOpFrameMeta {
   guint64 road_eof_ns;
   guint64 wide_sof_ns;
   guint64 wide_eof_ns;
-  gboolean calibration_seen;             // a calibration was received (modelV2.valid)
-  guint32 dropped;                       // frames dropped before this one
+  gboolean calibration_seen;  // a calibration was received (modelV2.valid)
+  guint32 dropped;            // frames dropped before this one
+  // Set by the element that counts drops as modeld does (opvision): frame_drop_perc is then
+  // openpilot's filtered percentage over every received frame, skipped ones included.
+  gboolean drops_counted;
+  gfloat frame_drop_perc;
   guint64 stage_ns[GST_OP_STAGE_COUNT];  // time spent in each stage, 0 when not run
+  // The first and last device command of each stage for this frame (retained by the meta; NULL
+  // when the stage did not run). Once the frame's output is complete, their profiling times
+  // give the frame's own device time (gst_op_frame_meta_device_ns).
+  cl_event stage_first[GST_OP_STAGE_COUNT];
+  cl_event stage_last[GST_OP_STAGE_COUNT];
 };
 
 GType gst_op_frame_meta_api_get_type(void);
@@ -113,3 +123,10 @@ GstOpFrameMeta *gst_buffer_add_op_frame_meta(GstBuffer *buffer);
 GstOpFrameMeta *gst_buffer_get_op_frame_meta(GstBuffer *buffer);
 // The meta of `buffer`, added if missing. (transfer none)
 GstOpFrameMeta *gst_buffer_get_or_add_op_frame_meta(GstBuffer *buffer);
+// Records a stage's first and last device command (retained; `last` NULL: `first` alone).
+void gst_op_frame_meta_set_stage_events(GstOpFrameMeta *meta, GstOpStage stage, cl_event first,
+                                        cl_event last);
+// The device time of a stage for this frame, from its first command's start to its last
+// command's end, in ns; 0 when the stage did not run, has not completed, or the queue does not
+// profile. Never waits.
+guint64 gst_op_frame_meta_device_ns(const GstOpFrameMeta *meta, GstOpStage stage);

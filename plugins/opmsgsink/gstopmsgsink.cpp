@@ -11,7 +11,10 @@
  * the outputs (the policy element's vision + policy outputs, or a combined network's output).
  * A slice that the chosen services need and the caps lack fails negotiation, naming the slice.
  * Frame provenance (frame ids, end-of-frame time, calibration, drops, time per stage) comes from
- * GstOpFrameMeta; a frame that follows a drop produces no messages, like openpilot's modeld.
+ * GstOpFrameMeta. frameDropPerc is the one opvision counted over every road frame it received
+ * (skipped ones included); without that, this element filters the meta's drop counts itself and
+ * a frame that follows a drop produces no messages, like openpilot's modeld. cameraOdometry is
+ * valid when a calibration was seen and no frame was dropped just before.
  *
  * ## Example
  * |[
@@ -479,6 +482,20 @@ static GstFlowReturn GatherTensors(GstOpMsgSink *self, GstBuffer *buffer, CapsSt
   return GST_FLOW_OK;
 }
 
+// This frame's own time upstream: the device time of each stage's commands for this frame
+// (readable once the frame's output is complete, which reading the tensors waited for); a stage
+// without them (no profiling, or an element that records none) counts its meta stage time.
+static uint64_t FrameDeviceNs(const GstOpFrameMeta *meta) {
+  uint64_t ns = 0;
+  for (int s = 0; s < GST_OP_STAGE_COUNT; s++) {
+    if (s == GST_OP_STAGE_PARSE)
+      continue;
+    const guint64 device = gst_op_frame_meta_device_ns(meta, GstOpStage(s));
+    ns += device ? device : meta->stage_ns[s];
+  }
+  return ns;
+}
+
 static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
   Impl *impl = self->impl;
@@ -502,18 +519,21 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
     frame.dropped_frames = meta->dropped;
     frame.timestamp_eof = meta->road_eof_ns;
     frame.calibration_seen = meta->calibration_seen;
-    for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
-      if (s != GST_OP_STAGE_PARSE)
-        upstream_ns += meta->stage_ns[s];
   } else {
     // Without provenance the frames are counted; nothing says a calibration was seen.
     frame.frame_id = frame.frame_id_extra = impl->frames_without_meta++;
     if (GST_BUFFER_PTS_IS_VALID(buffer))
       frame.timestamp_eof = GST_BUFFER_PTS(buffer);
   }
-  impl->drop_filter.Update(frame.dropped_frames);
-  frame.frame_drop_perc = impl->drop_filter.Percent();
-  if (frame.dropped_frames > 0) {
+  if (meta && meta->drops_counted) {
+    // Counted upstream over every received frame, the ones it did not evaluate included; a
+    // frame after a drop arrives here only when upstream chose to evaluate it anyway.
+    frame.frame_drop_perc = meta->frame_drop_perc;
+  } else {
+    impl->drop_filter.Update(frame.dropped_frames);
+    frame.frame_drop_perc = impl->drop_filter.Percent();
+  }
+  if (frame.dropped_frames > 0 && !(meta && meta->drops_counted)) {
     // openpilot warps such a frame but neither runs the networks nor publishes.
     GST_LOG_OBJECT(self, "frame %u follows %u dropped frames: no messages", frame.frame_id,
                    frame.dropped_frames);
@@ -523,6 +543,8 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
   GstFlowReturn ret = GatherTensors(self, buffer, state);
   if (ret != GST_FLOW_OK)
     return ret;
+  if (meta)
+    upstream_ns = FrameDeviceNs(meta);  // the tensors are read: the frame's commands are done
   op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &impl->parsed);
   if (!st.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not parse the network output."));

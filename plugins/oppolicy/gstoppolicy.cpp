@@ -525,10 +525,13 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   gst_op_buffer_set_write_event(outbuf, all->get());
   (void)queue.Flush();
   impl->timer->Track(all->get(), t0, first.get(), events[n_events - 1].get());
+  GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
+  // This frame's own commands (the meta retains them) before the event array lets go of them.
+  gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_POLICY, first.get(),
+                                     events[n_events - 1].get());
   for (op::cl::EventHandle &e : events)
     e.reset();
 
-  GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   meta->stage_ns[GST_OP_STAGE_POLICY] = impl->timer->stats().stage_ns();
   impl->frames++;
 

@@ -3,17 +3,22 @@
  *
  * Runs openpilot's vision network on the OpenCL device. The road tensor arrives on `img`, the
  * wide tensor on the request pad `big_img`; they are paired by capture time (start-of-frame from
- * GstOpFrameMeta, else PTS) with openpilot's rule: a wide buffer more than 25 ms older than the
- * road buffer is dropped, a road buffer more than 25 ms older than the wide one is dropped, and a
- * pair more than `max-skew` apart is still run, counted and warned about (rate-limited). Without
+ * GstOpFrameMeta, else PTS) as openpilot's receive loop pairs them (pairing.h): a road buffer
+ * less than 25 ms after the previous pair's wide buffer is passed over, wide buffers 25 ms or more
+ * older than the road buffer are dropped, the next wide buffer pairs, and a pair more than
+ * `max-skew` apart is still run, counted and warned about (rate-limited). Without
  * `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends, or a
  * live deadline passes without a wide buffer, the road frame runs alone too.
  *
- * A frame whose road frame id follows a gap is not evaluated (`skip-after-drop`), as openpilot
- * does after a drop. The output is the network's output tensor(s) in device memory with the
- * model's output slices in the caps, timestamps and GstOpFrameMeta of the road buffer, the wide
- * frame's ids filled in, and the vision stage time (of the last frame the device finished: the
- * element never waits for the device).
+ * Road frames are counted as openpilot's modeld counts them (drive/frame_track.h: last id 0 at
+ * start, so a live camera's first frame is only warped); a frame whose road frame id follows a
+ * gap is not evaluated (`skip-after-drop`), as openpilot does after a drop, and the output's
+ * frame meta carries the drop count and openpilot's filtered frameDropPerc. The output is the
+ * network's output tensor(s) in device memory with the model's output slices in the caps,
+ * timestamps and GstOpFrameMeta of the road buffer, the wide frame's ids filled in, this frame's
+ * first and last device commands (their profiling times, read downstream once the output is
+ * complete, are the frame's own vision time) and the stage time of the last frame the device
+ * finished (the element never waits for the device).
  *
  * A single combined network (driving_supercombo: inputs img, big_img, features_buffer,
  * desire_pulse, traffic_convention) is run with the temporal queues of gst/drive kept on the
@@ -51,6 +56,7 @@
 #include <string>
 #include <vector>
 
+#include "drive/frame_track.h"
 #include "drive/temporal.h"
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
@@ -205,8 +211,12 @@ struct Impl {
   GstOpTensorInfo out_info;
 
   // Per stream.
-  bool have_last_id = false;
-  guint32 last_id = 0;
+  op::drive::FrameTracker drops;    // modeld's drop accounting over the received road frames
+  bool resync_ids = false;          // after a flush: the next id continues the count, no drop
+  bool have_previous_wide = false;  // pairing: a pair was run since the start or the flush
+  int64_t previous_wide_ns = 0;     // the capture time of that pair's wide frame
+  guint32 unevaluated_in_a_row = 0;
+  bool warned_ids = false;
   bool segment_sent = false;
   bool warned_wide_ended = false;
   gint64 last_skew_warning = 0;
@@ -468,7 +478,8 @@ static FrameError Enqueue(GstOpVision *self, op::cl::EventList &wait, op::cl::Ev
 
 // The output's timestamps and metas are the road frame's; the provenance meta gets the wide
 // frame's fields and this stage's time.
-static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstBuffer *big) {
+static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstBuffer *big,
+                      const op::cl::EventHandle &first, const op::cl::EventHandle &done) {
   Impl *impl = self->impl;
   gst_buffer_copy_into(outbuf, img, GST_BUFFER_COPY_METADATA, 0, -1);
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
@@ -485,8 +496,11 @@ static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstB
     meta->wide_sof_ns = meta->road_sof_ns;
     meta->wide_eof_ns = meta->road_eof_ns;
   }
-  meta->stage_ns[impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION] =
-      impl->timer->stats().stage_ns();
+  const GstOpStage stage = impl->plan.combined() ? GST_OP_STAGE_POLICY : GST_OP_STAGE_VISION;
+  // The last completed frame's time (the element never waits), and this frame's own commands,
+  // whose device time is read downstream once the output is complete.
+  meta->stage_ns[stage] = impl->timer->stats().stage_ns();
+  gst_op_frame_meta_set_stage_events(meta, stage, first.get(), done.get());
 }
 
 // Runs the network on one pair and returns the output buffer (or a flow error after posting).
@@ -516,7 +530,7 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   // Submit now: the next element's wait on this event must not sit behind an unflushed queue.
   (void)gst_op_context_get_queue(impl->ctx).Flush();
   impl->timer->Track(done.get(), t0, first.get());
-  StampMeta(self, outbuf.get(), img, big);
+  StampMeta(self, outbuf.get(), img, big, first, done);
   *out = outbuf.release();
   return GST_FLOW_OK;
 }
@@ -554,7 +568,11 @@ static gboolean Start(GstAggregator *agg) {
   SizeTensorArrays(impl);
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
-  impl->have_last_id = false;
+  impl->drops.Reset();
+  impl->resync_ids = false;
+  impl->have_previous_wide = false;
+  impl->unevaluated_in_a_row = 0;
+  impl->warned_ids = false;
   impl->segment_sent = false;
   impl->warned_wide_ended = false;
   impl->latency.Reset();
@@ -591,7 +609,8 @@ static gboolean Stop(GstAggregator *agg) {
 static GstFlowReturn Flush(GstAggregator *agg) {
   auto *self = GST_OP_VISION(agg);
   Impl *impl = self->impl;
-  impl->have_last_id = false;
+  impl->resync_ids = true;
+  impl->have_previous_wide = false;
   impl->segment_sent = false;
   GST_OBJECT_LOCK(self);
   impl->earliest_time = GST_CLOCK_TIME_NONE;
@@ -793,6 +812,40 @@ static void ReleasePad(GstElement *element, GstPad *pad) {
   GST_ELEMENT_CLASS(parent_class)->release_pad(element, pad);
 }
 
+// Steps modeld's drop accounting with a received road frame (frame_track.h) and says on the
+// bus when the ids themselves look wrong, so a bad id never stops evaluation silently.
+static op::drive::FrameStep CountFrame(GstOpVision *self, GstBuffer *img) {
+  Impl *impl = self->impl;
+  GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img);
+  // Without provenance the frames are taken as consecutive.
+  const guint32 id = m ? m->road_frame_id : impl->drops.last_id() + 1;
+  if (impl->resync_ids) {
+    impl->drops.ContinueAt(id);
+    impl->resync_ids = false;
+  }
+  const guint32 last = impl->drops.last_id();
+  const op::drive::FrameStep step = impl->drops.Step(id);
+  impl->unevaluated_in_a_row = step.evaluate ? 0 : impl->unevaluated_in_a_row + 1;
+  std::string why;
+  if (step.went_backwards)
+    why = "the road frame id went back from " + std::to_string(last) + " to " + std::to_string(id) +
+          " (a restarted source?); counted as no drop";
+  else if (step.implausible_gap)
+    why = "the road frame id jumped from " + std::to_string(last) + " to " + std::to_string(id) +
+          ": frame not evaluated; are the source's ids frame numbers?";
+  else if (impl->unevaluated_in_a_row == 10)
+    why = "10 road frames in a row followed a frame-id gap and were not evaluated (last id " +
+          std::to_string(id) + "); the source's frame ids skip";
+  if (!why.empty() && !impl->warned_ids) {
+    impl->warned_ids = true;  // once per stream: a source that does this does it every frame
+    GST_ELEMENT_WARNING(self, STREAM, FAILED, ("Unexpected road frame ids: %s.", why.c_str()),
+                        (nullptr));
+  } else if (!why.empty()) {
+    GST_DEBUG_OBJECT(self, "%s", why.c_str());
+  }
+  return step;
+}
+
 // Pairs the road buffer `img` with a wide one: drops wide buffers too old for it (counted) and
 // returns what to do. *big gets the wide partner when one is present.
 static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggregatorPad *big_pad,
@@ -809,6 +862,8 @@ static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggre
       pin.wide_ns = *big ? int64_t(CaptureTime(big->get(), true)) : 0;
       pin.wide_ended = !*big && gst_aggregator_pad_is_eos(big_pad);
       pin.timed_out = timeout;
+      pin.have_previous_wide = self->impl->have_previous_wide;
+      pin.previous_wide_ns = self->impl->previous_wide_ns;
     }
     decision = op::vision::DecidePair(pin, int64_t(max_skew));
     if (decision.action != op::vision::PairAction::kDropWide)
@@ -824,33 +879,37 @@ static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggre
   return decision;
 }
 
-// Whether the paired road frame is left out: after a gap in the road frame ids (openpilot: warp
-// only), or when QoS says it cannot arrive in time (before any device work).
+// Whether the paired road frame is left out: when QoS says it cannot arrive in time (before any
+// device work), or after a gap in the road frame ids (openpilot: warp only). A frame dropped for
+// QoS is, like a road frame without a wide partner, one modeld never received: it is not counted,
+// and the next frame counts it as dropped. Every other frame steps modeld's drop accounting
+// (CountFrame); *step gets that step.
 static bool SkipFrame(GstOpVision *self, GstBuffer *img, gboolean skip_after_drop,
-                      GstClockTime earliest) {
+                      GstClockTime earliest, op::drive::FrameStep *step) {
   Impl *impl = self->impl;
-  bool skip = false;
-  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(img)) {
-    if (impl->have_last_id && m->road_frame_id > impl->last_id + 1 && skip_after_drop)
-      skip = true;
-    impl->have_last_id = true;
-    impl->last_id = m->road_frame_id;
-  }
   const GstSegment *seg = &self->img_pad->segment;
-  const GstClockTime rt = gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img));
-  if (!skip && GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
+  // A source without time (filesrc alone sends a byte segment) has no running time to be late.
+  const GstClockTime rt =
+      seg->format == GST_FORMAT_TIME
+          ? gst_segment_to_running_time(seg, GST_FORMAT_TIME, GST_BUFFER_PTS(img))
+          : GST_CLOCK_TIME_NONE;
+  if (GST_CLOCK_TIME_IS_VALID(earliest) && GST_CLOCK_TIME_IS_VALID(rt) && rt < earliest) {
     impl->stats.qos_dropped++;
     GST_DEBUG_OBJECT(self, "QoS: dropping a frame at %" GST_TIME_FORMAT, GST_TIME_ARGS(rt));
-    skip = true;
-  } else if (skip) {
-    impl->stats.skipped++;
-    GST_DEBUG_OBJECT(self, "frame id gap before %u: not evaluated", impl->last_id);
+    return true;
   }
-  return skip;
+  *step = CountFrame(self, img);
+  if (step->evaluate || !skip_after_drop)
+    return false;
+  impl->stats.skipped++;
+  GST_DEBUG_OBJECT(self, "%u frames dropped before road frame %u: not evaluated", step->dropped,
+                   impl->drops.last_id());
+  return true;
 }
 
 // Runs the pair and pushes the output.
-static GstFlowReturn Emit(GstOpVision *self, GstBuffer *img, GstBuffer *big) {
+static GstFlowReturn Emit(GstOpVision *self, GstBuffer *img, GstBuffer *big,
+                          const op::drive::FrameStep &step) {
   Impl *impl = self->impl;
   GstAggregator *agg = GST_AGGREGATOR(self);
   if (!impl->segment_sent) {
@@ -861,6 +920,11 @@ static GstFlowReturn Emit(GstOpVision *self, GstBuffer *img, GstBuffer *big) {
   GstFlowReturn ret = RunFrame(self, img, big, &out);
   if (ret != GST_FLOW_OK)
     return ret;
+  // The drops as modeld counts them over every received road frame, skipped ones included.
+  GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(out);
+  meta->dropped = step.dropped;
+  meta->drops_counted = TRUE;
+  meta->frame_drop_perc = step.frame_drop_perc;
   impl->stats.frames++;
   GstAggregatorPad *srcpad = GST_AGGREGATOR_PAD(GST_AGGREGATOR_SRC_PAD(agg));
   if (GST_BUFFER_PTS_IS_VALID(out))
@@ -910,6 +974,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
     case op::vision::PairAction::kPair:
       if (decision.out_of_sync)
         ReportSkew(self, decision.skew_ns);
+      impl->have_previous_wide = true;
+      impl->previous_wide_ns = int64_t(CaptureTime(big.get(), true));
       break;
     case op::vision::PairAction::kDropWide:
       break;  // handled in Pair
@@ -920,8 +986,9 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
     gst_aggregator_pad_drop_buffer(big_pad.get());
 
   GstFlowReturn ret = GST_FLOW_OK;
-  if (!SkipFrame(self, img.get(), skip_after_drop, earliest))
-    ret = Emit(self, img.get(), big ? big.get() : img.get());
+  op::drive::FrameStep step;
+  if (!SkipFrame(self, img.get(), skip_after_drop, earliest, &step))
+    ret = Emit(self, img.get(), big ? big.get() : img.get(), step);
   GST_LOG_OBJECT(self, "aggregate: %s", gst_flow_get_name(ret));
   return ret;
 }

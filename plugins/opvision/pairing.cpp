@@ -24,19 +24,21 @@ PairDecision DecidePair(const PairInput &in, int64_t max_skew_ns) {
     d.action = PairAction::kMainAlone;
     return d;
   }
+  // modeld's main loop: receive main frames while main < previous wide + 25 ms.
+  if (in.have_previous_wide && in.main_ns < in.previous_wide_ns + kPairWindowNs) {
+    d.action = PairAction::kDropMain;
+    return d;
+  }
   if (!in.wide_present) {
     // A stopped wide camera must not stall the road camera: once its stream has ended, or a
     // live deadline passed, the road frame runs alone as in single-camera mode.
     d.action = (in.wide_ended || in.timed_out) ? PairAction::kMainAlone : PairAction::kWait;
     return d;
   }
-  // Strict comparisons, as openpilot's loops: a pair exactly 25 ms apart is still a pair.
-  if (in.wide_ns < in.main_ns - kPairWindowNs) {
+  // modeld's wide loop: receive wide frames until main < wide + 25 ms (a wide frame exactly
+  // 25 ms older is dropped); the first such wide frame pairs, however much newer it is.
+  if (!(in.main_ns < in.wide_ns + kPairWindowNs)) {
     d.action = PairAction::kDropWide;
-    return d;
-  }
-  if (in.main_ns < in.wide_ns - kPairWindowNs) {
-    d.action = PairAction::kDropMain;
     return d;
   }
   d.action = PairAction::kPair;

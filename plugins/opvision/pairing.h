@@ -1,8 +1,10 @@
 // Pairing the road (`img`) and wide (`big_img`) tensors by capture time (contract §1).
 //
-// openpilot's modeld, for each new main frame: drops wide frames whose start-of-frame is more
-// than 25 ms older than the main frame's, drops main frames more than 25 ms older than the wide
-// frame's, and runs on the pair left; a pair more than 10 ms apart is still run, only logged.
+// openpilot's modeld receive loop, for each new main frame: a main frame less than 25 ms after
+// the wide frame of the previous pair is passed over (received, not used: the next main frame
+// then counts it as dropped); then wide frames are taken until one is less than 25 ms older than
+// the main frame (older ones are dropped), and the pair is run however far apart it is; a pair
+// more than 10 ms apart is run all the same, only logged.
 // This is that rule as a pure decision over two times, so the element stays a thin loop over
 // its pads and the rule is tested without GStreamer.
 #pragma once
@@ -19,18 +21,20 @@ enum class PairAction {
   kPair,       // run on this main and this wide buffer (both consumed)
   kMainAlone,  // run with the main buffer as both inputs (single camera, or the wide one ended)
   kDropWide,   // the wide buffer is too old for this and every later main frame: drop it, retry
-  kDropMain,   // the main buffer is too old for the wide one: drop it (it has no partner)
+  kDropMain,   // the main buffer is not 25 ms past the previous pair's wide one: pass it over
   kWait,       // no wide buffer yet: wait for one (or for the wide stream to end)
 };
 const char *PairActionName(PairAction a);
 
 struct PairInput {
-  int64_t main_ns = 0;        // capture time of the main buffer (one is always present)
-  bool wide_linked = true;    // big_img has a peer; unlinked means single-camera mode
-  bool wide_present = false;  // a wide buffer is queued
-  int64_t wide_ns = 0;        // its capture time when present
-  bool wide_ended = false;    // big_img got EOS and its queue is empty
-  bool timed_out = false;     // a live aggregator's deadline passed without a wide buffer
+  int64_t main_ns = 0;              // capture time of the main buffer (one is always present)
+  bool wide_linked = true;          // big_img has a peer; unlinked means single-camera mode
+  bool wide_present = false;        // a wide buffer is queued
+  int64_t wide_ns = 0;              // its capture time when present
+  bool wide_ended = false;          // big_img got EOS and its queue is empty
+  bool timed_out = false;           // a live aggregator's deadline passed without a wide buffer
+  bool have_previous_wide = false;  // a pair was run since the start (or the last flush)
+  int64_t previous_wide_ns = 0;     // capture time of the wide buffer of the previous pair
 };
 
 struct PairDecision {

@@ -10,7 +10,9 @@
  * once, and the output falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
  * seen and the time spent here. Every frame enters the history (openpilot warps frames that
- * follow a drop), so the element never drops frames for QoS.
+ * follow a drop), so the element never drops frames for QoS. A frame without a meta gets its
+ * frame id from the buffer offset only where that numbers frames (offset_end = offset + 1, as
+ * cameras set it), else from a counter: byte offsets (filesrc, rawvideoparse) are not ids.
  *
  * ## Example
  * |[
@@ -55,6 +57,7 @@
 #include "common/gstopcamerasettings.h"
 #include "common/gstopevents.h"
 #include "drive/camera.h"
+#include "drive/frame_track.h"
 #include "drive/warp.h"
 #include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
@@ -144,6 +147,7 @@ struct Stream {
   op::cl::EventHandle staging_event;        // the last upload, alive while a wait list names it
   op::cl::MemHandle download;               // the output for system-memory buffers (allocated once)
   uint64_t frames = 0;
+  op::drive::FrameIdSource id_source = op::drive::FrameIdSource::kCounter;
 };
 
 struct Impl {
@@ -488,6 +492,20 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
   return st.staging.get();
 }
 
+// The frame id of a buffer without a frame meta: its offset where that numbers frames (a
+// camera), else the count of frames since the caps. Byte offsets (filesrc, rawvideoparse) would
+// look like huge gaps and stop evaluation downstream, so they are never taken for ids.
+static guint32 FrameIdFor(GstOpWarp *self, Stream &st, GstBuffer *inbuf) {
+  const op::drive::FrameIdSource source = op::drive::ChooseFrameIdSource(
+      false, GST_BUFFER_OFFSET_IS_VALID(inbuf), GST_BUFFER_OFFSET(inbuf),
+      GST_BUFFER_OFFSET_END_IS_VALID(inbuf), GST_BUFFER_OFFSET_END(inbuf));
+  if (st.frames == 0 || source != st.id_source)
+    GST_DEBUG_OBJECT(self, "frame ids from the %s", op::drive::FrameIdSourceName(source));
+  st.id_source = source;
+  return source == op::drive::FrameIdSource::kBufferOffset ? guint32(GST_BUFFER_OFFSET(inbuf))
+                                                           : guint32(st.frames);
+}
+
 // Runs on a driver thread when a frame's output is complete.
 static void MeasureLatency(void *data, cl_int status) {
   auto *probe = static_cast<LatencyProbe *>(data);
@@ -511,16 +529,20 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
 }
 
 // Device output: the warp writes the output tensor in place, and the output's (and an OpenCL
-// input's) last-user event is the warp's; nothing waits on the host.
+// input's) last-user event is the warp's; nothing waits on the host. `first` and `last` get the
+// frame's first and last warp command (the frame meta keeps them for its own device time).
 static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *inbuf,
                                GstBuffer *outbuf, cl_mem out, gsize out_offset,
-                               op::cl::EventList &wait, int64_t start_ns) {
+                               op::cl::EventList &wait, int64_t start_ns,
+                               op::cl::EventHandle *first, op::cl::EventHandle *last) {
   Impl &impl = *self->impl;
   Stream &st = impl.stream;
   GstMemory *out_mem = gst_buffer_peek_memory(outbuf, 0);
   op::cl::EventHandle previous = gst_op_memory_get_write_event(out_mem);
   wait.Add(previous.get());
-  OP_ASSIGN_OR_RETURN(op::cl::EventHandle done, st.warper->Process(frame, out, out_offset, wait));
+  OP_ASSIGN_OR_RETURN(op::cl::EventHandle done,
+                      st.warper->Process(frame, out, out_offset, wait, first));
+  *last = done;
   OP_RETURN_IF_ERROR(gst_op_context_get_queue(ctx).Flush());
   gst_op_buffer_set_write_event(outbuf, done.get());
   // The input is only read, but marking our event on it makes whoever reuses or maps it next
@@ -534,9 +556,11 @@ static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
   return op::Status::Ok();
 }
 
-// System-memory output: warp into our own device buffer, then read it back.
+// System-memory output: warp into our own device buffer, then read it back. `first` and `last`
+// as for WarpToDevice.
 static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame, GstBuffer *outbuf,
-                               const op::cl::EventList &wait, int64_t start_ns) {
+                               const op::cl::EventList &wait, int64_t start_ns,
+                               op::cl::EventHandle *first, op::cl::EventHandle *last) {
   Impl &impl = *self->impl;
   Stream &st = impl.stream;
   if (!st.download) {
@@ -551,7 +575,9 @@ static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
     s = op::Internal("output buffer of " + std::to_string(map.size) + " bytes");
   } else {
     op::cl::Queue &queue = gst_op_context_get_queue(ctx);
-    auto done = st.warper->Process(frame, st.download.get(), 0, wait);
+    auto done = st.warper->Process(frame, st.download.get(), 0, wait, first);
+    if (done.ok())
+      *last = *done;
     auto read = done.ok() ? queue.Read(st.download.get(), 0, op::drive::kModelInputBytes, map.data,
                                        {done->get()})
                           : op::StatusOr<op::cl::EventHandle>(done.status());
@@ -617,6 +643,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     return GST_FLOW_ERROR;
   }
 
+  // This frame's warp commands: the meta keeps them so its own device time can be read later.
+  op::cl::EventHandle warp_first, warp_last;
   GstMemory *out_mem =
       gst_buffer_n_memory(outbuf) == 1 ? gst_buffer_peek_memory(outbuf, 0) : nullptr;
   if (out_mem && gst_is_op_memory_on(out_mem, ctx)) {
@@ -627,9 +655,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
     cl_mem out = gst_op_map_info_get_cl_mem(&info);
     gst_memory_unmap(out_mem, &info);
-    s = WarpToDevice(self, ctx, *frame, inbuf, outbuf, out, out_mem->offset, wait, start_ns);
+    s = WarpToDevice(self, ctx, *frame, inbuf, outbuf, out, out_mem->offset, wait, start_ns,
+                     &warp_first, &warp_last);
   } else {
-    s = WarpToSystem(self, ctx, *frame, outbuf, wait, start_ns);
+    s = WarpToSystem(self, ctx, *frame, outbuf, wait, start_ns, &warp_first, &warp_last);
   }
   if (!s.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED,
@@ -638,12 +667,11 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   }
 
   // Provenance: upstream's meta was copied with the buffer's metadata; a source without one
-  // gets the frame counter (or buffer offset) as frame id and the PTS as end-of-frame time.
+  // gets a frame id (FrameIdFor) and the PTS as end-of-frame time.
   const bool had_meta = gst_buffer_get_op_frame_meta(inbuf) != nullptr;
   GstOpFrameMeta *meta = gst_buffer_get_or_add_op_frame_meta(outbuf);
   if (!had_meta) {
-    const guint32 id =
-        GST_BUFFER_OFFSET_IS_VALID(inbuf) ? guint32(GST_BUFFER_OFFSET(inbuf)) : guint32(st.frames);
+    const guint32 id = FrameIdFor(self, st, inbuf);
     const guint64 eof = GST_BUFFER_PTS_IS_VALID(inbuf) ? GST_BUFFER_PTS(inbuf) : 0;
     if (st.role == CameraRole::kWide) {
       meta->wide_frame_id = id;
@@ -654,6 +682,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
   }
   meta->calibration_seen = calibration_seen;
+  gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_WARP, warp_first.get(), warp_last.get());
   meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """opreplay on routes of segments cut from the sample drive (one camera, to stay short):
 
-- continuity: a two-segment route (GOPs 0, 1) gives the same messages as the unsplit drive
-  replayed for as many frames: the model's state carried over the segment boundary;
+- continuity: a two-segment route (GOPs 0, 1; route.py cuts the drive's log for each) gives the
+  same messages as the unsplit drive replayed for as many frames: the model's state, the frame
+  ids and the car state carried over the segment boundary;
 - reset: in a three-segment route whose segment 1 is corrupt, segment 2's model outputs equal
-  those of a route made of that segment alone (fresh state), and differ from those of the same
-  segment inside an intact three-segment route (carried state), so the comparison can tell;
+  those of a route made of that segment alone with the same log (fresh state), and differ from
+  those of the same segment inside an intact three-segment route (carried state), so the
+  comparison can tell;
   frame ids and log times jump over the broken segment; the summary names the segment and why;
   exit status 3;
 - calibration from the segments' logs (make_route writes them): a change in segment 1's log
@@ -99,6 +101,10 @@ def main():
         check(ids[:seg0] == list(range(seg0)) and len(ids) > seg0 and ids[seg0] > seg0 + 30,
               f"frame ids jump over the broken segment ({ids[seg0 - 1:seg0 + 1]})")
         alone = make("alone", "2")
+        # The same log as in the broken route (frame ids from 76 on, not 0): a fresh pipeline
+        # whose first logged id is above 1 only warps that frame, as modeld does after a gap.
+        shutil.copy(os.path.join(work, "routes", "broken--2", "rlog.zst"),
+                    os.path.join(work, "routes", "alone--0", "rlog.zst"))
         p, d = replay(alone, "alone")
         intact = make("intact", "0,1,2")
         p2, e = replay(intact, "intact")

@@ -107,6 +107,14 @@ void ExpectStruct(StructSchema schema, unsigned data_words, unsigned pointers,
   EXPECT_EQ(node.getPointerCount(), pointers);
   std::map<unsigned, std::string> actual;
   for (auto field : schema.getFields()) {
+    if (field.getProto().isGroup()) {
+      // A group's members live in the parent's sections (openpilot's `deprecated` groups).
+      for (auto member : field.getType().asStruct().getFields()) {
+        ASSERT_TRUE(member.getProto().isSlot()) << member.getProto().getName().cStr();
+        actual[member.getProto().getOrdinal().getExplicit()] = Place(member);
+      }
+      continue;
+    }
     ASSERT_TRUE(field.getProto().isSlot()) << field.getProto().getName().cStr();
     actual[field.getProto().getOrdinal().getExplicit()] = Place(field);
   }
@@ -120,12 +128,12 @@ TEST(Layout, Event) {
   EXPECT_EQ(node.getPointerCount(), 1u);
   // Discriminant: u16 at byte 8 (the offset is counted in 16-bit units).
   EXPECT_EQ(node.getDiscriminantOffset() * 2, 8u);
-  EXPECT_EQ(node.getDiscriminantCount(), 149u);
+  EXPECT_EQ(node.getDiscriminantCount(), 150u);
 
   std::map<unsigned, StructSchema::Field> by_ordinal;
   for (auto field : schema.getFields())
     by_ordinal.emplace(field.getProto().getOrdinal().getExplicit(), field);
-  ASSERT_EQ(by_ordinal.size(), 151u);  // @0 .. @150, none missing
+  ASSERT_EQ(by_ordinal.size(), 152u);  // @0 .. @151, none missing
   EXPECT_EQ(Place(by_ordinal.at(0)), "uint64@byte0");
   EXPECT_EQ(Place(by_ordinal.at(67)), "bool@bit80");
   EXPECT_TRUE(by_ordinal.at(67).getProto().getSlot().getDefaultValue().getBool());
@@ -137,7 +145,7 @@ TEST(Layout, Event) {
   // Every other ordinal is a union member whose discriminant is its position in ordinal order,
   // and whose payload is pointer 0 (or nothing, for the Void placeholders).
   uint16_t position = 0;
-  for (unsigned ordinal = 1; ordinal <= 150; ordinal++) {
+  for (unsigned ordinal = 1; ordinal <= 151; ordinal++) {
     if (ordinal == 67)
       continue;
     auto field = by_ordinal.at(ordinal);
@@ -156,7 +164,7 @@ TEST(Layout, Event) {
       {"carState", {22, 21}},
       {"carControl", {23, 22}},
       {"cameraOdometry", {63, 62}},
-      {"driverMonitoringState", {71, 69}},
+      {"driverMonitoringState", {151, 149}},
       {"modelV2", {75, 73}},
       {"drivingModelData", {128, 126}},
       {"liveDelay", {146, 144}},
@@ -286,6 +294,9 @@ TEST(Layout, ReplayInputs) {
                                                      {8, "uint64@byte32"}}));
   ExpectStruct(capnp::Schema::from<op::msg::LiveDelayData>(), 2, 0,
                {{0, "float32@byte0"}, {1, "int32@byte4"}, {2, "enum@byte8"}});
+  // openpilot's CarState: vEgo @1 is the first data field (ordinal 0 is a pointer).
+  ExpectStruct(capnp::Schema::from<op::msg::CarState>(), 1, 1,
+               {{0, "list<uint16>@p0"}, {1, "float32@byte0"}});
 }
 
 // The enums' values are on the wire too.

@@ -216,7 +216,7 @@ def main():
     if a.frames == 200:  # the bundled sample: the files are the recorded ones
         with open(record) as f:
             want = dict(reversed(line.split()) for line in f if line.strip())
-        for name in ("fcamera.hevc", "ecamera.hevc", "groundtruth.json"):
+        for name in ("fcamera.hevc", "ecamera.hevc", "groundtruth.json", "rlog.zst"):
             with open(os.path.join(a.dir, name), "rb") as f:
                 got = hashlib.sha256(f.read()).hexdigest()
             check(want.get(name) == got, f"{name}: sha256 matches SHA256SUMS")

@@ -6,13 +6,15 @@
 // ROUTE_DIR holds fcamera.hevc (road camera), optionally ecamera.hevc (wide camera) and
 // optionally a log (rlog, rlog.zst or rlog.bz2). Or it is a route of openpilot's segments
 // <route>--<n> (the folder holding them, or the prefix DIR/<route>), replayed as one drive; see
-// route.h and docs/fleet.md. Exit status 3: replayed, but a segment was missing or broken. The
-// calibration (liveCalibration.rpyCalib) is read from the log and sent to opwarp and opoverlay as
-// an "op-calibration" event in stream order whenever it changes; without a log, --rpy gives it. The
-// camera presets come from the frame size (opwarp's device-type=auto). Writes OUT/rlog.zst,
-// OUT/overlay.mkv and OUT/contact-sheet.png, shows progress on stderr and prints a summary on
-// stdout. Run with
-// --help for the options.
+// route.h and docs/fleet.md. Exit status 3: replayed, but a segment was missing or broken. From
+// the log (each segment's, joined in route time: route_state.h, route.h) come the calibration
+// (liveCalibration.rpyCalib, sent to opwarp and opoverlay as an "op-calibration" event in stream
+// order whenever it changes; without one, --rpy gives it), the cameras' frame ids and times
+// (attached to the decoded frames) and the car's state (carState.vEgo, liveDelay.lateralDelay,
+// set on opmsgsink; without them, --v-ego and --lat-delay). The camera presets come from the
+// frame size (opwarp's device-type=auto). Writes OUT/rlog.zst, OUT/overlay.mkv and
+// OUT/contact-sheet.png, shows progress on stderr and prints a summary on stdout, saying where
+// each of these values came from. Run with --help for the options.
 #include <glib/gstdio.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
@@ -49,23 +51,15 @@ struct Options {
   std::string precision = "auto";
   std::string rpy;           // --rpy: the calibration when the route has no log
   std::string ground_truth;  // --ground-truth: a synthetic drive's groundtruth.json
+  // The car's state when the route has no log (or the log lacks it).
+  double v_ego = 0.0, lat_delay = 0.0, long_delay = 0.0;
   bool single_camera = false;
   bool video = true;
   guint64 max_frames = 0;  // 0: the whole route
 };
 
 // A calibration that holds from `time_ns` (stream time: ns since the route's first frame) on.
-struct CalibrationChange {
-  guint64 time_ns = 0;
-  Rpy rpy;
-};
-
-struct RouteLog {
-  std::string path;
-  std::vector<CalibrationChange> changes;
-  std::optional<double> height;  // liveCalibration.height, the camera's height above the road
-  size_t events = 0;
-};
+using CalibrationChange = opreplay::CalibrationAt;
 
 const char *kUsage =
     "usage: opreplay [options] ROUTE_DIR\n"
@@ -86,6 +80,9 @@ const char *kUsage =
     "  --rpy R,P,Y          calibration in radians when the route has no log\n"
     "  --ground-truth FILE  draw a synthetic drive's ground truth (groundtruth.json) in yellow\n"
     "  --max-frames N       stop after N road frames\n"
+    "  --v-ego V            the car's speed in m/s when the log has no carState (default 0)\n"
+    "  --lat-delay S        steering delay in s when the log has no liveDelay (default 0)\n"
+    "  --long-delay S       longitudinal actuator delay in s (default 0)\n"
     "  --no-video           write neither the overlay video nor the contact sheet\n";
 
 bool FileExists(const std::string &path) {
@@ -101,51 +98,6 @@ std::string Quote(const std::string &s) {
     q += c;
   }
   return q + "\"";
-}
-
-// The calibration changes of a log, in stream time. Stream time 0 is the first roadCameraState
-// (the road video's first frame), or the first event when the log has no camera states.
-op::StatusOr<RouteLog> ReadRouteLog(const std::string &path) {
-  auto log = op::drive::ReadLog(path);
-  if (!log.ok())
-    return log.status();
-  RouteLog route;
-  route.path = path;
-  route.events = log->messages.size();
-  std::optional<guint64> first_event, first_frame;
-  struct Raw {
-    guint64 mono;
-    Rpy rpy;
-  };
-  std::vector<Raw> raw;
-  op::Status st = op::drive::VisitEvents(*log, [&](size_t, op::msg::Event::Reader event) {
-    const guint64 mono = event.getLogMonoTime();
-    if (!first_event)
-      first_event = mono;
-    if (event.which() == op::msg::Event::ROAD_CAMERA_STATE && !first_frame)
-      first_frame = mono;
-    if (event.which() != op::msg::Event::LIVE_CALIBRATION)
-      return;
-    auto cal = event.getLiveCalibration();
-    auto rpy = cal.getRpyCalib();
-    if (rpy.size() != 3)
-      return;
-    Rpy r{rpy[0], rpy[1], rpy[2]};
-    if (!std::isfinite(r.roll) || !std::isfinite(r.pitch) || !std::isfinite(r.yaw))
-      return;
-    if (cal.getHeight().size() >= 1 && std::isfinite(cal.getHeight()[0]))
-      route.height = cal.getHeight()[0];
-    // Only changes matter; openpilot publishes the same calibration at 4 Hz.
-    if (raw.empty() || raw.back().rpy.roll != r.roll || raw.back().rpy.pitch != r.pitch ||
-        raw.back().rpy.yaw != r.yaw)
-      raw.push_back({mono, r});
-  });
-  if (!st.ok())
-    return st;
-  const guint64 t0 = first_frame ? *first_frame : first_event.value_or(0);
-  for (const Raw &r : raw)
-    route.changes.push_back({r.mono > t0 ? r.mono - t0 : 0, r.rpy});
-  return route;
 }
 
 // ---- Running ------------------------------------------------------------------------------
@@ -457,6 +409,20 @@ int ParseArgs(int argc, char **argv, Options *o) {
       if (!value(&frames))
         return 2;
       o->max_frames = g_ascii_strtoull(frames.c_str(), nullptr, 10);
+    } else if (a == "--v-ego" || a == "--lat-delay" || a == "--long-delay") {
+      std::string text;
+      if (!value(&text))
+        return 2;
+      const std::string *v = &text;
+      char *end = nullptr;
+      const double x = std::strtod(v->c_str(), &end);
+      const double max = a == "--v-ego" ? 100.0 : 5.0;
+      if (end == v->c_str() || *end || !std::isfinite(x) || x < 0 || x > max) {
+        std::fprintf(stderr, "opreplay: %s takes a number from 0 to %g, not \"%s\"\n", a.c_str(),
+                     max, v->c_str());
+        return 2;
+      }
+      (a == "--v-ego" ? o->v_ego : a == "--lat-delay" ? o->lat_delay : o->long_delay) = x;
     } else if (a == "--single-camera") {
       o->single_camera = true;
     } else if (a == "--no-video") {
@@ -495,6 +461,9 @@ struct PartInput {
   const op::replay::Stretch *stretch = nullptr;  // set: the sources are the stretch's appsrcs
   const std::vector<CalibrationChange> *changes = nullptr;
   std::optional<double> height;
+  // The logs' camera states and car state in stream time (route time for a stretch); empty
+  // without a log.
+  const opreplay::RouteState *state = nullptr;
   std::string rlog, video, sheet_png;
   guint64 max_frames = 0;
 };
@@ -534,9 +503,15 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
     d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision +
          " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision;
   }
+  auto num = [](double x) {  // locale-independent, as gst_parse reads it
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    return std::string(g_ascii_dtostr(buf, sizeof buf, x));
+  };
+  // The command line's car state; the log's values replace it frame by frame (route_state.h).
   d += " ! tee name=model_tee model_tee. ! queue ! opmsgsink name=sink sync=false "
-       "timestamps=stream location=" +
-       Quote(rlog) + " ";
+       "timestamps=stream v-ego=" +
+       num(o.v_ego) + " lat-delay=" + num(o.lat_delay) + " long-delay=" + num(o.long_delay) +
+       " location=" + Quote(rlog) + " ";
   if (o.video) {
     // The video waits in its queue for the model's output of the same frame.
     d += "model_tee. ! queue ! overlay.model ";
@@ -598,6 +573,20 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
     gst_object_unref(pad);
     gst_object_unref(dec);
   }
+  // The log's camera frame ids and the car's state, in stream order (route_state.h). After the
+  // stretch's shift probe: the car state's times are route times, as the shifted PTS.
+  const opreplay::RouteState &route_state = *in.state;
+  for (auto [name, frames, is_wide] : {std::tuple{"road_dec", &route_state.road, false},
+                                       std::tuple{"wide_dec", &route_state.wide, true}}) {
+    GstElement *dec = gst_bin_get_by_name(bin, name);
+    if (dec && !frames->empty())
+      opreplay::AddCameraStateProbe(dec, frames, is_wide);
+    if (dec)
+      gst_object_unref(dec);
+  }
+  opreplay::CarStateFeed car_feed{&route_state};
+  if (!route_state.v_ego.empty() || !route_state.lat_delay.empty())
+    opreplay::AddCarStateProbe(run.sink, &car_feed);
   StageTimes times;
   {
     GstElement *last = run.policy ? run.policy : run.vision;
@@ -755,47 +744,17 @@ int main(int argc, char **argv) {
   const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
   const bool two_cameras =
       !o.single_camera && (route.segmented ? stretches[0].wide : FileExists(wide));
-  std::optional<RouteLog> log;
-  for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
-    if (route.segmented)
-      break;  // each stretch reads its segments' logs
-    const std::string path = o.route + "/" + name;
-    if (!FileExists(path))
-      continue;
-    auto read = ReadRouteLog(path);
-    if (!read.ok()) {
-      std::fprintf(stderr, "opreplay: cannot read the log %s: %s\n", path.c_str(),
-                   read.status().ToString().c_str());
-      return 1;
-    }
-    log = std::move(*read);
-    break;
-  }
-  // The calibration of each stretch (one for a route folder), in stream time.
-  std::vector<std::vector<CalibrationChange>> stretch_changes(stretches.size());
-  std::vector<std::optional<double>> stretch_heights(stretches.size());
+  // What the logs say, per stretch in route time (a route folder is one stretch of one segment).
+  // OpenRoute read each segment's log once, when it checked the segment.
+  std::vector<opreplay::RouteState> states;
   bool from_log = false;
-  for (size_t i = 0; i < stretches.size() && route.segmented; i++) {
-    std::vector<op::replay::CalibrationAt> at;
-    op::Status st = op::replay::ReadStretchCalibration(stretches[i], &at, &stretch_heights[i]);
-    if (!st.ok()) {
-      std::fprintf(stderr, "opreplay: %s\n", st.ToString().c_str());
-      return 1;
-    }
-    for (const auto &c : at)
-      stretch_changes[i].push_back({c.time_ns, c.rpy});
-    from_log = from_log || !at.empty();
+  for (const op::replay::Stretch &stretch : stretches) {
+    states.push_back(op::replay::StretchState(stretch));
+    from_log = from_log || !states.back().calibration.empty();
   }
-  if (log && !log->changes.empty())
-    from_log = true;
-  std::vector<CalibrationChange> changes;
-  if (log && !log->changes.empty()) {
-    changes = log->changes;
+  if (from_log) {
     if (!o.rpy.empty())
       std::fprintf(stderr, "opreplay: the log's calibration is used; --rpy is ignored\n");
-  } else if (from_log) {
-    if (!o.rpy.empty())
-      std::fprintf(stderr, "opreplay: the logs' calibration is used; --rpy is ignored\n");
   } else if (!o.rpy.empty()) {
     auto rpy = op::drive::ParseRpy(o.rpy);
     if (!rpy.ok()) {
@@ -803,9 +762,8 @@ int main(int argc, char **argv) {
       return 2;
     }
     // From the start of every stretch.
-    changes.push_back({0, *rpy});
-    for (size_t i = 0; i < stretches.size() && route.segmented; i++)
-      stretch_changes[i].push_back({stretches[i].first_frame() * op::replay::kFrameNs, *rpy});
+    for (size_t i = 0; i < stretches.size(); i++)
+      states[i].calibration.push_back({stretches[i].first_frame() * op::replay::kFrameNs, *rpy});
   } else {
     std::fprintf(stderr,
                  "opreplay: no calibration (no liveCalibration in a log and no --rpy): the "
@@ -824,9 +782,9 @@ int main(int argc, char **argv) {
     in.road_src = "filesrc location=" + Quote(road);
     in.wide_src = "filesrc location=" + Quote(wide);
     in.two_cameras = two_cameras;
-    in.changes = &changes;
-    if (log)
-      in.height = log->height;
+    in.changes = &states[0].calibration;
+    in.height = states[0].height;
+    in.state = &states[0];
     in.rlog = rlog;
     in.video = video;
     in.sheet_png = sheet_png;
@@ -846,8 +804,9 @@ int main(int argc, char **argv) {
       in.wide_src = op::replay::StretchSourceDescription("wide_src");
       in.two_cameras = !o.single_camera && stretch.wide;
       in.stretch = &stretch;
-      in.changes = &stretch_changes[i];
-      in.height = stretch_heights[i];
+      in.changes = &states[i].calibration;
+      in.height = states[i].height;
+      in.state = &states[i];
       const std::string n = std::to_string(stretch.segments.front()->number);
       in.rlog = o.out + "/rlog.part-" + n + ".zst";
       in.video = i == 0 ? video : o.out + "/overlay-" + n + ".mkv";
@@ -883,18 +842,45 @@ int main(int argc, char **argv) {
                                         .c_str()
                                   : ("not replayed: " + s.error).c_str());
   } else {
+    const std::string &log = route.segments[0].log;
     std::printf("  route            %s (%s%s)\n", o.route.c_str(),
                 two_cameras ? "road + wide cameras" : "road camera only",
-                log ? (", log " + log->path).c_str() : ", no log");
+                log.empty() ? ", no log" : (", log " + log).c_str());
   }
-  size_t calibrations = route.segmented ? 0 : changes.size();
-  for (const auto &c : stretch_changes)
-    calibrations += route.segmented ? c.size() : 0;
-  std::printf("  calibration      %s\n", calibrations == 0
-                                             ? "none (uncalibrated)"
-                                             : (std::to_string(calibrations) + " value(s), from " +
-                                                (from_log ? "the log" : "--rpy"))
-                                                   .c_str());
+  // Where a kind of logged value came from: "the log" (a route folder) or the replayed segments
+  // whose logs hold it; empty when none does.
+  size_t replayed = 0, without = 0;  // of the last sources() call
+  auto sources = [&](bool (*has)(const opreplay::RouteState &)) {
+    std::string list;
+    size_t n = 0;
+    replayed = 0;
+    for (const op::replay::Stretch &stretch : stretches)
+      for (const op::replay::Segment *s : stretch.segments) {
+        replayed++;
+        if (!has(s->state))
+          continue;
+        list += (n++ ? ", " : "") + std::to_string(s->number);
+      }
+    without = replayed - n;
+    if (n == 0)
+      return std::string();
+    if (!route.segmented)
+      return std::string("the log");
+    std::string from = std::string(n == 1 ? "the log of segment " : "the logs of segments ") + list;
+    if (n < replayed)
+      from += " (" + std::to_string(replayed - n) + " replayed segment(s) without)";
+    return from;
+  };
+  size_t calibrations = 0;
+  for (const opreplay::RouteState &st : states)
+    calibrations += st.calibration.size();
+  const std::string calibration_from =
+      sources([](const opreplay::RouteState &s) { return !s.calibration.empty(); });
+  std::printf("  calibration      %s\n",
+              calibrations == 0 ? "none (uncalibrated)"
+                                : (std::to_string(calibrations) + " value(s), from " +
+                                   (from_log ? calibration_from : std::string("--rpy")))
+                                      .c_str());
   for (const std::string &line : total.calibration_report)
     std::printf("                   %s\n", line.c_str());
   if (total.width > 0) {
@@ -904,6 +890,30 @@ int main(int argc, char **argv) {
                 type.ok() ? (std::string(op::drive::DeviceTypeName(*type)) + " presets").c_str()
                           : "no preset (the elements need intrinsics)");
   }
+  const std::string ids_from =
+      sources([](const opreplay::RouteState &s) { return !s.road.empty(); });
+  std::printf("  frame ids        %s\n",
+              ids_from.empty()  ? "counted by opwarp (no camera states in a log)"
+              : route.segmented ? ("from the camera states in " + ids_from +
+                                   (without ? "; opwarp counts the others' frames" : ""))
+                                      .c_str()
+                                : "from the log's camera states");
+  size_t car_states = 0, live_delays = 0;
+  for (const opreplay::RouteState &st : states) {
+    car_states += st.car_states;
+    live_delays += st.live_delays;
+  }
+  auto car_line = [&](const char *what, const std::string &from, size_t logged, double cli) {
+    if (!from.empty())
+      std::printf("  %-16s from %s (%zu messages)\n", what, from.c_str(), logged);
+    else
+      std::printf("  %-16s %g, from the command line\n", what, cli);
+  };
+  car_line("v-ego", sources([](const opreplay::RouteState &s) { return !s.v_ego.empty(); }),
+           car_states, o.v_ego);
+  car_line("lat-delay", sources([](const opreplay::RouteState &s) { return !s.lat_delay.empty(); }),
+           live_delays, o.lat_delay);
+  car_line("long-delay", "", 0, o.long_delay);
   std::printf("  frames in        %" G_GUINT64_FORMAT " road", total.road_frames);
   if (two_cameras)
     std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_frames);

@@ -7,8 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-
-#include "drive/log_io.h"
+#include <tuple>
 
 namespace op::replay {
 namespace {
@@ -89,17 +88,19 @@ void CheckSegment(Segment *segment) {
       segment->error = wide.status().message();
       return;
     }
+    segment->wide_frames = *wide;
   }
   for (const char *name : {"rlog", "rlog.zst", "rlog.bz2"}) {
     const std::string path = dir + "/" + name;
     if (!IsFile(path))
       continue;
-    auto log = op::drive::ReadLog(path);
-    if (!log.ok()) {
-      segment->error = "cannot read the log " + path + ": " + log.status().message();
+    auto state = opreplay::ReadRouteState(path);
+    if (!state.ok()) {
+      segment->error = "cannot read the log " + path + ": " + state.status().message();
       return;
     }
     segment->log = path;
+    segment->state = std::move(*state);
     break;
   }
 }
@@ -258,52 +259,22 @@ std::vector<Stretch> Stretches(const Route &route) {
   return out;
 }
 
-Status ReadStretchCalibration(const Stretch &stretch, std::vector<CalibrationAt> *changes,
-                              std::optional<double> *height) {
+opreplay::RouteState StretchState(const Stretch &stretch) {
+  opreplay::RouteState joined;
   for (const Segment *s : stretch.segments) {
-    if (s->log.empty())
-      continue;
-    auto log = op::drive::ReadLog(s->log);
-    if (!log.ok())
-      return log.status();
-    std::optional<guint64> first_event, first_frame;
-    struct Raw {
-      guint64 mono;
-      op::drive::Rpy rpy;
-    };
-    std::vector<Raw> raw;
-    Status st = op::drive::VisitEvents(*log, [&](size_t, op::msg::Event::Reader event) {
-      const guint64 mono = event.getLogMonoTime();
-      if (!first_event)
-        first_event = mono;
-      if (event.which() == op::msg::Event::ROAD_CAMERA_STATE && !first_frame)
-        first_frame = mono;
-      if (event.which() != op::msg::Event::LIVE_CALIBRATION)
-        return;
-      auto cal = event.getLiveCalibration();
-      auto rpy = cal.getRpyCalib();
-      if (rpy.size() != 3)
-        return;
-      op::drive::Rpy r{rpy[0], rpy[1], rpy[2]};
-      if (!std::isfinite(r.roll) || !std::isfinite(r.pitch) || !std::isfinite(r.yaw))
-        return;
-      if (cal.getHeight().size() >= 1 && std::isfinite(cal.getHeight()[0]))
-        *height = cal.getHeight()[0];
-      raw.push_back({mono, r});
-    });
-    if (!st.ok())
-      return Corrupt(s->log + ": " + st.message());
-    const guint64 m0 = first_frame ? *first_frame : first_event.value_or(0);
-    const guint64 base = s->first_frame * kFrameNs;
-    for (const Raw &r : raw) {
-      // Only changes matter; openpilot publishes the same calibration at 4 Hz.
-      if (!changes->empty() && changes->back().rpy.roll == r.rpy.roll &&
-          changes->back().rpy.pitch == r.rpy.pitch && changes->back().rpy.yaw == r.rpy.yaw)
-        continue;
-      changes->push_back({base + (r.mono > m0 ? r.mono - m0 : 0), r.rpy});
+    opreplay::AppendState(s->state, s->first_frame * kFrameNs, &joined);
+    for (auto [logged, frames, out] : {std::tuple{&s->state.road, s->frames, &joined.road},
+                                       std::tuple{&s->state.wide, s->wide_frames, &joined.wide}}) {
+      for (guint64 k = 0; k < frames; k++)
+        out->push_back(k < logged->size() ? (*logged)[k] : opreplay::CameraFrame{0, 0, 0, false});
     }
   }
-  return Status::Ok();
+  // A stretch without any camera state leaves the frame ids to opwarp entirely.
+  for (auto *frames : {&joined.road, &joined.wide})
+    if (std::none_of(frames->begin(), frames->end(),
+                     [](const opreplay::CameraFrame &f) { return f.logged; }))
+      frames->clear();
+  return joined;
 }
 
 std::string StretchSourceDescription(const std::string &name) {

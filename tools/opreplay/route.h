@@ -14,6 +14,7 @@
 
 #include "cl/status.h"
 #include "drive/camera.h"
+#include "route_state.h"
 
 namespace op::replay {
 
@@ -24,14 +25,16 @@ constexpr guint64 kFrameNs = 50000000ull;
 constexpr guint64 kNominalSegmentFrames = 1200;
 
 struct Segment {
-  int number = -1;          // n of <route>--<n>; 0 for a single segment folder
-  std::string dir;          // the segment's folder
-  std::string road;         // fcamera.hevc
-  std::string wide;         // ecamera.hevc, empty when the segment has none
-  std::string log;          // rlog / rlog.zst / rlog.bz2, empty when the segment has none
-  guint64 frames = 0;       // pictures in the road stream (counted from the stream's slices)
-  guint64 first_frame = 0;  // index of its first frame in the whole route
-  std::string error;        // why the segment cannot be replayed; empty for a good segment
+  int number = -1;             // n of <route>--<n>; 0 for a single segment folder
+  std::string dir;             // the segment's folder
+  std::string road;            // fcamera.hevc
+  std::string wide;            // ecamera.hevc, empty when the segment has none
+  std::string log;             // rlog / rlog.zst / rlog.bz2, empty when the segment has none
+  guint64 frames = 0;          // pictures in the road stream (counted from the stream's slices)
+  guint64 wide_frames = 0;     // pictures in the wide stream
+  guint64 first_frame = 0;     // index of its first frame in the whole route
+  std::string error;           // why the segment cannot be replayed; empty for a good segment
+  opreplay::RouteState state;  // what its log says, in segment time; empty without a log
 };
 
 struct Route {
@@ -51,9 +54,10 @@ struct Stretch {
 // Opens PATH as a route: a folder holding fcamera.hevc (one segment, not segmented); a folder
 // holding segment folders `<name>--<n>` of one route; or a route prefix `DIR/NAME` whose
 // segments are the folders `DIR/NAME--<n>`. Every segment is checked (its streams start with
-// HEVC parameter sets and a key frame, its log reads) and its pictures counted; a segment that
-// fails a check gets its `error`, a number missing between the first and the last is reported
-// as missing. Fails when PATH is none of the three or has no segment at all.
+// HEVC parameter sets and a key frame, its log reads: ReadRouteState, the only time it is read,
+// keeps what it says in `state`) and its pictures counted; a segment that fails a check gets its
+// `error`, a number missing between the first and the last is reported as missing. Fails when
+// PATH is none of the three or has no segment at all.
 StatusOr<Route> OpenRoute(const std::string &path);
 
 // The stretches of good segments, in order.
@@ -64,17 +68,12 @@ std::vector<Stretch> Stretches(const Route &route);
 // (IRAP). The error names the file and what is wrong.
 StatusOr<guint64> CountHevcPictures(const std::string &path);
 
-// A calibration that holds from `time_ns` (route time: ns since the route's first frame) on.
-struct CalibrationAt {
-  guint64 time_ns = 0;
-  op::drive::Rpy rpy;
-};
-
-// The calibration changes of the stretch's logs in route time: an event at logMonoTime t of a
-// segment whose first roadCameraState is at m is at first_frame * 50 ms + (t - m). `height` gets
-// the last liveCalibration.height seen. Segments without a log contribute nothing.
-Status ReadStretchCalibration(const Stretch &stretch, std::vector<CalibrationAt> *changes,
-                              std::optional<double> *height);
+// What the logs of the stretch's segments say, joined in route time: an event at stream time t
+// of a segment (ns since its log's first roadCameraState) is at first_frame * 50 ms + t. The
+// camera states are one per frame of the stretch, in order: a segment's first `frames` states,
+// and frames its log has no state for marked not logged, so that the k-th state stays the k-th
+// decoded frame's across segment boundaries. Segments without a log contribute no value.
+opreplay::RouteState StretchState(const Stretch &stretch);
 
 // The source of one camera of a stretch for gst_parse_launch: an appsrc named NAME that
 // AttachStretchSource feeds with the camera files of the stretch's segments, back to back.

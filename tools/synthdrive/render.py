@@ -6,8 +6,8 @@ streams like an openpilot route, plus per-frame ground truth.
   .venv/bin/python3 tools/synthdrive/render.py --seconds 60 --out /tmp/drive60     # a longer one
   .venv/bin/python3 tools/synthdrive/render.py --seed 101 --seconds 2 --out /tmp/d  # another scene
 
-Writes OUT/fcamera.hevc, OUT/ecamera.hevc, OUT/groundtruth.json (format: samples/drive/README.md)
-and, with --nv12, the raw frames OUT/fcamera.nv12 / OUT/ecamera.nv12 (tightly packed NV12, one
+Writes OUT/fcamera.hevc, OUT/ecamera.hevc, OUT/groundtruth.json (format: samples/drive/README.md),
+OUT/rlog.zst (the drive's log, rlog.py) and, with --nv12, the raw frames OUT/fcamera.nv12 / OUT/ecamera.nv12 (tightly packed NV12, one
 frame after another). --preview N writes OUT/preview_{road,wide}.png of frame N and encodes
 nothing. Output is deterministic: the same bytes on every run with the same numpy and x265.
 """
@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import raster  # noqa: E402
+import rlog  # noqa: E402
 import scene  # noqa: E402
 import variety  # noqa: E402
 
@@ -172,6 +173,8 @@ def main():
         f.write('{"drive": ' + drive + ',\n"frames": [\n')
         f.write(",\n".join(json.dumps(r, sort_keys=True) for r in truth))
         f.write("\n]}\n")
+    # The route's log: camera frame ids and times, the car's speed, calibration and delay.
+    rlog.write_rlog(os.path.join(a.out, "rlog.zst"), frames, CALIB_RPY, first=first)
     print(f"synthdrive: wrote {frames} frames per camera to {a.out} in {time.monotonic() - start:.0f} s")
     return status
 

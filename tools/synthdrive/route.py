@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes synthetic drives as openpilot routes: segment folders NAME--0, NAME--1, ... each holding
-fcamera.hevc, ecamera.hevc and the segment's groundtruth.json (frame ids and times continue
-across the route, so a route's ground truth is its segments' records in order).
+fcamera.hevc, ecamera.hevc, the segment's rlog.zst and groundtruth.json (frame ids and times
+continue across the route, so a route's ground truth is its segments' records in order, and its
+log is its segments' logs in order).
 
   # render a route: three 60-second segments of one continuous drive (render.py per segment)
   .venv/bin/python3 tools/synthdrive/route.py --out routes --name 2026-11-30--12-00-00 \\
@@ -10,7 +11,9 @@ across the route, so a route's ground truth is its segments' records in order).
   .venv/bin/python3 tools/synthdrive/route.py --out routes --name r0 --from samples/drive --gops 0,1
 
 Cutting needs no rendering, so tests make many short routes from the sample drive in seconds. A
-cut segment starts with the drive's parameter sets and key frame, as openpilot's segments do.
+cut segment starts with the drive's parameter sets and key frame, as openpilot's segments do, and
+gets the part of the drive's rlog.zst (rlog.py's layout) that logs its frames: camera states,
+carState, liveCalibration, liveDelay, renumbered like its ground truth (needs pycapnp and zstd).
 """
 
 import argparse
@@ -68,6 +71,39 @@ def write_truth(path, drive, records, first):
         f.write("\n]}\n")
 
 
+def read_rlog(path):
+    """The events of a drive's rlog.zst (rlog.py's) and the schema."""
+    import rlog  # noqa: PLC0415 (pycapnp only when a log is cut)
+    log = rlog.load_schema()
+    raw = subprocess.run(["zstd", "-d", "-c", path], stdout=subprocess.PIPE, check=True).stdout
+    return log, list(log.Event.read_multiple_bytes(raw))
+
+
+def write_log_part(path, events, cursor, count, first):
+    """Writes the events of the drive's frames cursor .. cursor+count-1 to `path` as the log of
+    route frames first .. first+count-1: an event belongs to the frame whose period its
+    logMonoTime falls in (rlog.py logs each frame's messages within its 50 ms); times and camera
+    frame ids move by as many frames as the frame's number does, like the ground truth's."""
+    import rlog  # noqa: PLC0415
+    period = 1_000_000_000 // FPS
+    out = []
+    for e in events:
+        frame = (e.logMonoTime - rlog.START_NS) // period
+        if not cursor <= frame < cursor + count:
+            continue
+        shift = (first - cursor) * period
+        b = e.as_builder()
+        b.logMonoTime = e.logMonoTime + shift
+        which = b.which()
+        if which in ("roadCameraState", "wideRoadCameraState"):
+            cam = getattr(b, which)
+            cam.frameId = cam.frameId + first - cursor
+            cam.timestampSof = cam.timestampSof + shift
+            cam.timestampEof = cam.timestampEof + shift
+        out.append(b.to_bytes())
+    subprocess.run(["zstd", "-q", "-f", "-10", "-o", path], input=b"".join(out), check=True)
+
+
 def from_drive(a):
     gops = [int(g) for g in a.gops.split(",")]
     streams = {}
@@ -83,6 +119,8 @@ def from_drive(a):
     if "fcamera" not in streams:
         sys.exit(f"route.py: {a.source} has no fcamera.hevc")
     truth = json.load(open(os.path.join(a.source, "groundtruth.json")))
+    log_path = os.path.join(a.source, "rlog.zst")
+    events = read_rlog(log_path)[1] if os.path.exists(log_path) else None
     ngops = len(streams["fcamera"][1]) - 1
     first = cursor = 0
     for n, g in enumerate(gops):
@@ -102,6 +140,8 @@ def from_drive(a):
         cursor = cursor if n and g == gops[n - 1] + 1 else g * GOP
         write_truth(os.path.join(seg, "groundtruth.json"), truth["drive"],
                     truth["frames"][cursor:cursor + count], first)
+        if events is not None:
+            write_log_part(os.path.join(seg, "rlog.zst"), events, cursor, count, first)
         cursor += count
         first += count
         print(f"route.py: {seg}: GOP {g} of {a.source}")
