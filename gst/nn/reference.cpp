@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "nn/reference_ops.h"
-#include "nn/shape_inference.h"
+#include "nn/op_types.h"
 
 namespace op::nn {
 namespace ref {
