@@ -75,23 +75,9 @@ double ScalarValue(const Tensor &t) {
 Status FoldConstants(Graph &graph) {
   std::vector<Node> kept;
   for (Node &n : graph.nodes) {
-    bool all_const = !n.inputs.empty();
-    for (TensorId id : n.inputs)
-      if (id != kNoTensor && !graph.tensor(id).is_constant())
-        all_const = false;
-    if (!all_const) {
+    OP_ASSIGN_OR_RETURN(const bool folded, FoldNode(graph, n));
+    if (!folded)
       kept.push_back(std::move(n));
-      continue;
-    }
-    std::vector<const Tensor *> in;
-    for (TensorId id : n.inputs)
-      in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
-    auto vals = EvaluateNode(n, in);
-    if (!vals.ok())
-      return Status(vals.status()).Prepend("constant folding");
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (n.outputs[i] != kNoTensor)
-        graph.tensor(n.outputs[i]).data = (*vals)[i].data;
   }
   graph.nodes = std::move(kept);
   return Status::Ok();

@@ -60,6 +60,49 @@ Status InferNode(Graph &graph, const Node &node) {
   return Status::Ok();
 }
 
+StatusOr<bool> FoldNode(Graph &graph, const Node &node) {
+  bool all_const = !node.inputs.empty();
+  for (TensorId id : node.inputs)
+    if (id != kNoTensor && !graph.tensor(id).is_constant())
+      all_const = false;
+  const bool shape_only = (node.op == OpKind::kShape || node.op == OpKind::kSize) &&
+                          node.input(0) != kNoTensor && !node.outputs.empty() &&
+                          node.outputs[0] != kNoTensor &&
+                          graph.tensor(node.input(0)).shape.IsStatic();
+  if (!all_const && !shape_only)
+    return false;
+  if (!all_const) {
+    // Shape and Size read only the input's (static) shape: no values needed.
+    const Tensor &o = graph.tensor(node.outputs[0]);
+    const Shape &xs = graph.tensor(node.inputs[0]).shape;
+    std::vector<int64_t> v;
+    if (node.op == OpKind::kSize) {
+      v.push_back(xs.NumElements());
+    } else {
+      const int64_t r = static_cast<int64_t>(xs.rank());
+      int64_t start = node.attrs.Int("start", 0), end = node.attrs.Int("end", r);
+      if (start < 0)
+        start += r;
+      if (end < 0)
+        end += r;
+      for (int64_t i = std::clamp<int64_t>(start, 0, r); i < std::clamp<int64_t>(end, 0, r); ++i)
+        v.push_back(xs[static_cast<size_t>(i)]);
+    }
+    graph.tensor(node.outputs[0]).data = MakeInt64Constant(v, o.shape).data;
+    return true;
+  }
+  Inputs in;
+  for (TensorId id : node.inputs)
+    in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
+  auto vals = EvaluateNode(node, in);
+  if (!vals.ok())
+    return Status(vals.status()).Prepend("constant folding");
+  for (size_t i = 0; i < node.outputs.size(); ++i)
+    if (node.outputs[i] != kNoTensor)
+      graph.tensor(node.outputs[i]).data = (*vals)[i].data;
+  return true;
+}
+
 static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings);
 
 Status InferShapes(Graph &graph, const ShapeBindings &bindings) {
@@ -114,45 +157,8 @@ static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings) {
   std::vector<bool> folded(graph.nodes.size(), false);
   for (const Node &node : graph.nodes) {
     OP_RETURN_IF_ERROR(InferNode(graph, node));
-    // Fold: every input constant (or only the shape of the input matters), so the values are
-    // known now. This removes shape computations before any pass looks at the graph.
-    bool all_const = !node.inputs.empty();
-    for (TensorId id : node.inputs)
-      if (id != kNoTensor && !graph.tensor(id).is_constant())
-        all_const = false;
-    const bool shape_only = node.op == OpKind::kShape || node.op == OpKind::kSize;
-    if (!all_const && !shape_only)
-      continue;
-    if (shape_only && !graph.tensor(node.inputs[0]).is_constant()) {
-      // Shape and Size read only the input's (now static) shape: no values needed.
-      const Tensor &o = graph.tensor(node.outputs[0]);
-      const Shape &xs = graph.tensor(node.inputs[0]).shape;
-      std::vector<int64_t> v;
-      if (node.op == OpKind::kSize) {
-        v.push_back(xs.NumElements());
-      } else {
-        const int64_t r = static_cast<int64_t>(xs.rank());
-        int64_t start = node.attrs.Int("start", 0), end = node.attrs.Int("end", r);
-        if (start < 0)
-          start += r;
-        if (end < 0)
-          end += r;
-        for (int64_t i = std::clamp<int64_t>(start, 0, r); i < std::clamp<int64_t>(end, 0, r); ++i)
-          v.push_back(xs[static_cast<size_t>(i)]);
-      }
-      graph.tensor(node.outputs[0]).data = MakeInt64Constant(v, o.shape).data;
-    } else {
-      Inputs in;
-      for (TensorId id : node.inputs)
-        in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
-      auto vals = EvaluateNode(node, in);
-      if (!vals.ok())
-        return Status(vals.status()).Prepend("constant folding");
-      for (size_t i = 0; i < node.outputs.size(); ++i)
-        if (node.outputs[i] != kNoTensor)
-          graph.tensor(node.outputs[i]).data = (*vals)[i].data;
-    }
-    folded[&node - graph.nodes.data()] = true;
+    // Folding here removes shape computations before any pass looks at the graph.
+    OP_ASSIGN_OR_RETURN(folded[&node - graph.nodes.data()], FoldNode(graph, node));
   }
   // Folded nodes are gone: their outputs are constants now.
   std::vector<Node> kept;

@@ -26,4 +26,11 @@ Status InferShapes(Graph &graph, const ShapeBindings &bindings = {});
 // Used by InferShapes and by passes that build new nodes.
 Status InferNode(Graph &graph, const Node &node);
 
+// Folds one typed node whose values are known now: every input constant (evaluated by the
+// reference interpreter), or Shape/Size of a statically shaped input. Writes the data of the
+// node's outputs, which become constants, and returns true; the caller removes the node. Returns
+// false, writing nothing, when a value depends on a graph input. Used by InferShapes and the
+// FoldConstants pass.
+StatusOr<bool> FoldNode(Graph &graph, const Node &node);
+
 }  // namespace op::nn
