@@ -14,6 +14,7 @@
 #include "nn/op_params.h"
 #include "nn/plan.h"
 #include "nn_kernels.h"
+#include "nn_op_cases.h"
 
 namespace op::nn {
 
@@ -967,18 +968,7 @@ Status LowerNode(Emitter &e, const Node &node) {
       return LowerPool(e, node);
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kReduceL1:
-    case OpKind::kReduceL2:
-    case OpKind::kReduceSumSquare:
-    case OpKind::kReduceLogSum:
-    case OpKind::kReduceLogSumExp:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin:
+    case NN_REDUCE_OPS:
       return LowerReduce(e, node);
     case OpKind::kSoftmax:
     case OpKind::kLogSoftmax:
@@ -1008,76 +998,22 @@ Status LowerNode(Emitter &e, const Node &node) {
     case OpKind::kFlatten:
     case OpKind::kSqueeze:
     case OpKind::kUnsqueeze:
-    case OpKind::kIdentity:
       return Status::Ok();  // aliases: no kernel
     case OpKind::kShape:
     case OpKind::kSize:
     case OpKind::kConstantOfShape:
     case OpKind::kRange:
       return Unsupported(NodeWhere(node) + ": its output is not constant after folding");
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kEqual:
-    case OpKind::kLess:
-    case OpKind::kGreater:
-    case OpKind::kSqrt:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kReciprocal:
-    case OpKind::kRelu:
-    case OpKind::kLeakyRelu:
-    case OpKind::kElu:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kTanh:
-    case OpKind::kErf:
-    case OpKind::kSoftplus:
-    case OpKind::kClip:
+    case NN_UNARY_OPS:
+    case NN_BINARY_OPS:
+    case NN_VARIADIC_OPS:
     case OpKind::kCast:
-    case OpKind::kMin:
-    case OpKind::kMax:
     case OpKind::kWhere:
-    case OpKind::kFloor:
-    case OpKind::kCeil:
-    case OpKind::kRound:
-    case OpKind::kSign:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kTan:
-    case OpKind::kAsin:
-    case OpKind::kAcos:
-    case OpKind::kAtan:
-    case OpKind::kSinh:
-    case OpKind::kCosh:
-    case OpKind::kAsinh:
-    case OpKind::kAcosh:
-    case OpKind::kAtanh:
-    case OpKind::kSelu:
-    case OpKind::kCelu:
-    case OpKind::kSoftsign:
-    case OpKind::kThresholdedRelu:
-    case OpKind::kShrink:
-    case OpKind::kNot:
-    case OpKind::kIsNaN:
-    case OpKind::kIsInf:
-    case OpKind::kAnd:
-    case OpKind::kOr:
-    case OpKind::kXor:
-    case OpKind::kGreaterOrEqual:
-    case OpKind::kLessOrEqual:
-    case OpKind::kMod:
-    case OpKind::kPRelu:
-    case OpKind::kSum:
-    case OpKind::kMean:
     case OpKind::kBatchNormalization:
     case OpKind::kCastLike:
     case OpKind::kElementwiseChain:
+      if (node.op == OpKind::kIdentity)
+        return Status::Ok();  // an alias, like Reshape: no kernel
       return gen::LowerElementwise(e, node);
   }
   return Internal(node.Describe() + ": unknown op");

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "nn/op_params.h"
+#include "nn_op_cases.h"
 
 namespace op::nn {
 namespace {
@@ -123,50 +124,11 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
 
   switch (n.op) {
     // Elementwise unary, same dtype and shape.
-    case OpKind::kSqrt:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kReciprocal:
-    case OpKind::kRelu:
-    case OpKind::kLeakyRelu:
-    case OpKind::kElu:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kTanh:
-    case OpKind::kErf:
-    case OpKind::kSoftplus:
-    case OpKind::kClip:
-    case OpKind::kIdentity:
-    case OpKind::kFloor:
-    case OpKind::kCeil:
-    case OpKind::kRound:
-    case OpKind::kSign:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kTan:
-    case OpKind::kAsin:
-    case OpKind::kAcos:
-    case OpKind::kAtan:
-    case OpKind::kSinh:
-    case OpKind::kCosh:
-    case OpKind::kAsinh:
-    case OpKind::kAcosh:
-    case OpKind::kAtanh:
-    case OpKind::kSelu:
-    case OpKind::kCelu:
-    case OpKind::kSoftsign:
-    case OpKind::kThresholdedRelu:
-    case OpKind::kShrink:
-    case OpKind::kNot:
-      set(0, x->dtype, x->shape);
+    case NN_UNARY_OPS: {
+      const bool test = n.op == OpKind::kIsNaN || n.op == OpKind::kIsInf;
+      set(0, test ? DType::kBool : x->dtype, x->shape);
       break;
-    case OpKind::kIsNaN:
-    case OpKind::kIsInf:
-      set(0, DType::kBool, x->shape);
-      break;
+    }
     case OpKind::kDropout:
       // Training mode (opset 12+: a third input that is true) drops values at random.
       if (in.size() > 2 && in[2]) {
@@ -193,21 +155,7 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       break;
 
     // Elementwise with broadcasting.
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kMod:
-    case OpKind::kPRelu:
-    case OpKind::kEqual:
-    case OpKind::kLess:
-    case OpKind::kGreater:
-    case OpKind::kGreaterOrEqual:
-    case OpKind::kLessOrEqual:
-    case OpKind::kAnd:
-    case OpKind::kOr:
-    case OpKind::kXor: {
+    case NN_BINARY_OPS: {
       OP_RETURN_IF_ERROR(need(2));
       if (n.attrs.Int("broadcast", 0) && n.attrs.Has("axis"))
         return Unsupported(n.Describe() + ": legacy broadcast with an axis");
@@ -225,10 +173,7 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, compare ? DType::kBool : x->dtype, s);
       break;
     }
-    case OpKind::kMin:
-    case OpKind::kMax:
-    case OpKind::kSum:
-    case OpKind::kMean:
+    case NN_VARIADIC_OPS:
     case OpKind::kWhere:
     case OpKind::kElementwiseChain: {
       const Tensor *first = nullptr;
@@ -517,18 +462,7 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
     }
 
     // Reductions and friends.
-    case OpKind::kReduceMean:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kReduceL1:
-    case OpKind::kReduceL2:
-    case OpKind::kReduceSumSquare:
-    case OpKind::kReduceLogSum:
-    case OpKind::kReduceLogSumExp:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin: {
+    case NN_REDUCE_OPS: {
       OP_ASSIGN_OR_RETURN(ReduceParams p, GetReduceParams(n, in));
       const bool arg = n.op == OpKind::kArgMax || n.op == OpKind::kArgMin;
       set(0, arg ? DType::kInt64 : x->dtype, Reduced(x->shape, p));
