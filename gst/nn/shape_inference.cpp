@@ -161,11 +161,7 @@ static Status InferShapesImpl(Graph &graph, const ShapeBindings &bindings) {
     OP_ASSIGN_OR_RETURN(folded[&node - graph.nodes.data()], FoldNode(graph, node));
   }
   // Folded nodes are gone: their outputs are constants now.
-  std::vector<Node> kept;
-  for (size_t k = 0; k < graph.nodes.size(); ++k)
-    if (!folded[k])
-      kept.push_back(std::move(graph.nodes[k]));
-  graph.nodes = std::move(kept);
+  graph.RemoveNodes(folded);
   return Status::Ok();
 }
 
