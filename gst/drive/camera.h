@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::drive {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "log.capnp.h"
 
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;

@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::nn {
 
