@@ -1,4 +1,4 @@
-// Log files and wire framing of the driving messages (contract §7).
+// Log files and wire framing of the driving messages (docs/contract.md, "Wire format").
 //
 // A message on the wire and in a log is one unpacked Cap'n Proto message in standard flat-array
 // framing (what capnp's messageToFlatArray produces). A log is such messages back to back:
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "log.capnp.h"
 
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
