@@ -24,7 +24,8 @@ std::string TempPath(const std::string &name) {
 
 void WriteBytes(const std::string &path, const std::vector<uint8_t> &bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<uint8_t> ReadBytes(const std::string &path) {
@@ -58,8 +59,7 @@ TEST(Logs, ZstdBombIsRefusedAtTheLimit) {
   WriteBytes(path, bomb);
   auto log = ReadLog(path);
   ASSERT_FALSE(log.ok());
-  EXPECT_NE(log.status().message().find("expands past the limit of 1073741824"),
-            std::string::npos)
+  EXPECT_NE(log.status().message().find("expands past the limit of 1073741824"), std::string::npos)
       << log.status().message();
   EXPECT_NE(log.status().message().find(path), std::string::npos);
   std::remove(path.c_str());

@@ -116,13 +116,13 @@ Status Load(const std::string &path) {
   return InferShapes(*g);
 }
 
-#define EXPECT_REFUSED(status, ...)                                                  \
-  do {                                                                               \
-    const Status st_ = (status);                                                     \
-    EXPECT_FALSE(st_.ok());                                                          \
-    for (const char *part : {__VA_ARGS__})                                           \
-      EXPECT_NE(st_.message().find(part), std::string::npos) << "missing '" << part  \
-                                                             << "' in: " << st_.message(); \
+#define EXPECT_REFUSED(status, ...)                            \
+  do {                                                         \
+    const Status st_ = (status);                               \
+    EXPECT_FALSE(st_.ok());                                    \
+    for (const char *part : {__VA_ARGS__})                     \
+      EXPECT_NE(st_.message().find(part), std::string::npos)   \
+          << "missing '" << part << "' in: " << st_.message(); \
   } while (0)
 
 std::string Base64(const std::string &raw) {
@@ -158,8 +158,11 @@ std::string ModelWithSlices(const std::string &pickle, const std::string &file) 
 
 // --- 1. a 64-bit string length that wrapped the unpickler's bounds check
 TEST(Pickle, LengthNear2To64IsTruncationNotALoop) {
-  // PROTO 4, EMPTY_DICT, BINUNICODE8 with length 2^64 - 1, then a few bytes.
-  const char kPickle[] = "\x80\x04}\x8d\xff\xff\xff\xff\xff\xff\xff\xff" "abcd";
+  // PROTO 4, EMPTY_DICT, BINUNICODE8 at byte 3 with length 2^64 - 9: a read position that
+  // wrapped would move back to byte 3 and push the rest of the file again, for ever.
+  const char kPickle[] =
+      "\x80\x04}\x8d\xf7\xff\xff\xff\xff\xff\xff\xff"
+      "abcd";
   const std::string p(kPickle, sizeof kPickle - 1);
   auto s = UnpickleSlices(p);
   EXPECT_REFUSED(s.status(), "truncated");
@@ -170,7 +173,9 @@ TEST(Pickle, LengthNear2To64IsTruncationNotALoop) {
 
 // --- 2. tuples nested deeper than any slices pickle, destroyed recursively
 TEST(Pickle, DeepTuplesAreRefusedAtTheDepthLimit) {
-  const char kHead[] = "\x80\x02}X\x01\x00\x00\x00" "aN";
+  const char kHead[] =
+      "\x80\x02}X\x01\x00\x00\x00"
+      "aN";
   std::string p(kHead, sizeof kHead - 1);
   p += std::string(300000, '\x85');  // TUPLE1 around the previous value, 300,000 times
   p += "s.";
@@ -255,18 +260,17 @@ TEST(ExternalData, FifoIsRefusedWithoutBlocking) {
 
 TEST(ExternalData, LengthNear2To63IsRefused) {
   Write("weights.bin", std::string(64, '\0'));
-  EXPECT_REFUSED(ImportOnnxFile(ExternalModel("ext_len.onnx", "weights.bin", "16",
-                                              "9223372036854775800"))
-                     .status(),
-                 "tensor 'w'", "past the end");
-  EXPECT_REFUSED(ImportOnnxFile(ExternalModel("ext_huge.onnx", "weights.bin", "",
-                                              "99999999999999999999"))
-                     .status(),
-                 "tensor 'w'", "not a number");
-  // A range of the wrong size for the shape is refused before anything is allocated.
   EXPECT_REFUSED(
-      ImportOnnxFile(ExternalModel("ext_short.onnx", "weights.bin", "0", "8")).status(),
-      "tensor 'w'", "8 bytes, its shape needs 16");
+      ImportOnnxFile(ExternalModel("ext_len.onnx", "weights.bin", "16", "9223372036854775800"))
+          .status(),
+      "tensor 'w'", "past the end");
+  EXPECT_REFUSED(
+      ImportOnnxFile(ExternalModel("ext_huge.onnx", "weights.bin", "", "99999999999999999999"))
+          .status(),
+      "tensor 'w'", "not a number");
+  // A range of the wrong size for the shape is refused before anything is allocated.
+  EXPECT_REFUSED(ImportOnnxFile(ExternalModel("ext_short.onnx", "weights.bin", "0", "8")).status(),
+                 "tensor 'w'", "8 bytes, its shape needs 16");
   // The honest case still loads.
   EXPECT_TRUE(ImportOnnxFile(ExternalModel("ext_ok.onnx", "weights.bin", "16", "16")).ok());
 }
@@ -287,8 +291,7 @@ TEST(Agreement, SurplusInputsAreRefused) {
   m.Input("z", {1, 4});
   m.Node("Relu", {"x", "z"}, {"y"}, "relu2");
   m.Output("y");
-  EXPECT_REFUSED(ImportOnnxFile(m.Save("surplus.onnx")).status(), "relu2", "2 inputs",
-                 "at most 1");
+  EXPECT_REFUSED(ImportOnnxFile(m.Save("surplus.onnx")).status(), "relu2", "2 inputs", "at most 1");
 }
 
 TEST(Agreement, PoolPadsNotSmallerThanTheKernelAreRefused) {
@@ -334,8 +337,13 @@ TEST(Agreement, SliceStepInt64MinIsRefused) {
 // --- 9. duplicate slice names; .opm outputs larger than what the kernels write
 TEST(Silent, DuplicateSliceNamesAreRefused) {
   // {'a': slice(0, 2, None), 'a': slice(2, 4, None)} written opcode by opcode.
-  const char kDup[] = "\x80\x02}(X\x01\x00\x00\x00" "a" "c__builtin__\nslice\nK\x00K\x02N\x87R"
-                      "X\x01\x00\x00\x00" "a" "c__builtin__\nslice\nK\x02K\x04N\x87Ru.";
+  const char kDup[] =
+      "\x80\x02}(X\x01\x00\x00\x00"
+      "a"
+      "c__builtin__\nslice\nK\x00K\x02N\x87R"
+      "X\x01\x00\x00\x00"
+      "a"
+      "c__builtin__\nslice\nK\x02K\x04N\x87Ru.";
   const std::string p(kDup, sizeof kDup - 1);
   EXPECT_REFUSED(UnpickleSlices(p).status(), "'a' is named twice");
   EXPECT_REFUSED(ImportOnnxFile(ModelWithSlices(p, "dup.onnx")).status(), "output_slices",
