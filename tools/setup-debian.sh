@@ -23,6 +23,9 @@ packages=(
   libgtest-dev
   # leak checks
   valgrind
+  # fuzzing and sanitizer builds (fuzz/run.sh, -Db_sanitize=address,undefined): clang and its
+  # libFuzzer / ASan / UBSan runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -307,6 +307,12 @@ Status SplitMessages(const uint8_t *data, size_t size, std::vector<kj::Array<cap
 
 StatusOr<LogContents> ReadLog(const std::string &path) {
   OP_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadFile(path));
+  return ParseLog(std::move(raw), path);
+}
+
+StatusOr<LogContents> ParseLog(std::vector<uint8_t> raw, const std::string &path) {
+  if (raw.size() > kMaxLogBytes)
+    return TooLarge(path, "plain");
   LogContents log;
   std::vector<uint8_t> plain;
   bool cut = false;

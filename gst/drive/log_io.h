@@ -80,6 +80,8 @@ constexpr size_t kMaxLogBytes = size_t{1} << 30;
 // Reads a whole log, choosing the decompressor from the file's magic bytes, not its name. A log
 // expanding past kMaxLogBytes, and a zstd frame whose checksum does not match, is Corrupt.
 StatusOr<LogContents> ReadLog(const std::string &path);
+// The same for bytes already in memory; `path` only names them in errors.
+StatusOr<LogContents> ParseLog(std::vector<uint8_t> raw, const std::string &path);
 
 // Calls visit(index, event) for each message in order. A message Cap'n Proto cannot read (a
 // pointer out of bounds, a hostile nesting depth) stops the walk with a Corrupt status naming
