@@ -38,9 +38,10 @@ if [ -x "$main/tests/messages/write-fixed-log" ]; then
   fi
 fi
 if [ -x "$main/tools/opc/opc" ] && [ -x "$py" ]; then
-  "$main/tools/opc/opc" compile "$out/onnx/tiny.onnx" --shape x=1,3,5,5 -o "$out/opm/tiny.opm" \
-    >/dev/null 2>&1 ||
-    rm -f "$out/opm/tiny.opm"
+  "$main/tools/opc/opc" compile "$out/onnx/typed.onnx" -o "$out/opm/typed.opm" >/dev/null 2>&1 ||
+    rm -f "$out/opm/typed.opm"
+  "$main/tools/opc/opc" compile "$out/onnx/two_inputs.onnx" --shape a=2,3 --shape b=2,3 \
+    -o "$out/opm/two_inputs.opm" >/dev/null 2>&1 || rm -f "$out/opm/two_inputs.opm"
 fi
 i=0
 grep -rhoE 'application/x-op-tensors,[^`"'"'"']*' docs | sort -u | while read -r caps; do
