@@ -32,8 +32,8 @@ static gboolean pump(GstElement *p, int ms, gboolean loop_on_eos) {
   gint64 end = g_get_monotonic_time() + (gint64)ms * 1000;
   gboolean ok = TRUE;
   while (ok && g_get_monotonic_time() < end) {
-    GstMessage *m = gst_bus_timed_pop_filtered(bus, 20 * GST_MSECOND,
-                                               GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
+    GstMessage *m =
+        gst_bus_timed_pop_filtered(bus, 20 * GST_MSECOND, GST_MESSAGE_ERROR | GST_MESSAGE_EOS);
     if (!m)
       continue;
     if (GST_MESSAGE_TYPE(m) == GST_MESSAGE_ERROR) {
