@@ -29,11 +29,13 @@ for t in "${targets[@]}"; do
   log=$builddir/fuzz/$t.log
   # One job, no forking: the CI machine has 2 cores. 2 GB RSS and 10 s per input bound a
   # hostile input's cost; above either is a finding.
-  # Suppressions (fuzz/lsan.supp) match on whole stacks: caps needs the slow unwinder.
+  # Suppressions (fuzz/lsan.supp) match on whole stacks: caps needs the slow unwinder and deep
+  # stacks (GStreamer parses nested lists recursively).
   unwind=1
   [ "$t" = caps ] && unwind=0
   if GST_DEBUG=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    ASAN_OPTIONS=fast_unwind_on_malloc=$unwind LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan.supp \
+    ASAN_OPTIONS=fast_unwind_on_malloc=$unwind:malloc_context_size=255 \
+    LSAN_OPTIONS=suppressions=$PWD/fuzz/lsan.supp \
     "$builddir/fuzz/fuzz-$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$builddir/fuzz/crash-$t-" \
     "$work" "$corpus/seeds/$t" >"$log" 2>&1; then
