@@ -125,6 +125,14 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
   switch (n.op) {
     // Elementwise unary, same dtype and shape.
     case NN_UNARY_OPS: {
+      if (n.op == OpKind::kClip) {
+        // Bounds are scalars (shape () or (1)), as onnxruntime requires, constant or not.
+        for (size_t i = 1; i < 3 && i < in.size(); ++i)
+          if (in[i] &&
+              !(in[i]->shape.rank() == 0 || (in[i]->shape.rank() == 1 && in[i]->shape[0] == 1)))
+            return Bad(n, std::string(i == 1 ? "min" : "max") + " must be a scalar, not " +
+                              in[i]->shape.ToString());
+      }
       const bool test = n.op == OpKind::kIsNaN || n.op == OpKind::kIsInf;
       set(0, test ? DType::kBool : x->dtype, x->shape);
       break;
@@ -407,6 +415,14 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
         s.dims.push_back(x->shape[i]);
       for (int64_t d : in[1]->shape.dims)
         s.dims.push_back(d);
+      if (in[1]->is_constant()) {  // refused here as onnxruntime does, not clamped on a device
+        OP_ASSIGN_OR_RETURN(auto idx, ConstantInts(*in[1]));
+        const int64_t dim = x->shape[*ax];
+        for (int64_t j : idx)
+          if (j < -dim || j >= dim)
+            return Bad(n, "index " + std::to_string(j) + " is out of range for a dim of " +
+                              std::to_string(dim));
+      }
       for (int64_t i = *ax + 1; i < r; ++i)
         s.dims.push_back(x->shape[i]);
       set(0, x->dtype, s);

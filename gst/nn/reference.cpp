@@ -746,6 +746,15 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     if (t && !t->is_constant())
       return Internal(n.Describe() + ": an input has no value");
   OP_ASSIGN_OR_RETURN(std::vector<Tensor> out, InferOutputTypes(n, in));
+  // Every value the interpreter makes, and so every folded constant, is allocated here: a
+  // model cannot make it allocate more than kMaxReferenceValueBytes for one value.
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].dtype != DType::kUndefined && out[i].ByteSize() > kMaxReferenceValueBytes)
+      return InvalidArgument(n.Describe() + ": output " + std::to_string(i) + " " +
+                             out[i].shape.ToString() + " would be " +
+                             std::to_string(out[i].ByteSize()) +
+                             " bytes, above the reference interpreter's limit of " +
+                             std::to_string(kMaxReferenceValueBytes) + " per value");
   for (size_t i = 0; i < out.size(); ++i)
     if (out[i].dtype != DType::kUndefined)
       out[i] = NewValue(out[i].dtype, out[i].shape);
