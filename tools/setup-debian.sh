@@ -28,6 +28,9 @@ packages=(
   # fleet replay: the zstd tool (opfleet reads logs through it), a Slurm cluster (the fleet
   # test starts a one-node one of its own; tools/opfleet submits to a real one)
   zstd slurm-wlm munge
+  # fuzzing and sanitizer builds (fuzz/run.sh, -Db_sanitize=address,undefined): clang and its
+  # libFuzzer / ASan / UBSan runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -21,6 +21,12 @@ ninja -C "$builddir"
 status=0
 meson test -C "$builddir" --print-errorlogs --num-processes 2 "$@" || status=$?
 
+# On CI (or with OP_FUZZ=1): the fuzz targets, built with clang + ASan + UBSan in build-fuzz,
+# 30 s each on their seed corpora (docs/reliability.md). A finding fails the run.
+if [ "${CI:-}" = "true" ] || [ "${OP_FUZZ:-0}" = "1" ]; then
+  OP_BUILDDIR=$builddir fuzz/run.sh "${OP_FUZZ_SECONDS:-30}" || status=1
+fi
+
 # One closing line that counts: passed, failed, skipped (skips are reported, never as passes).
 python3 - "$builddir/meson-logs/testlog.json" <<'PY'
 import json, sys

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "status.h"
+#include "base/status.h"
 
 namespace op::cl {
 

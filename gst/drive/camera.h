@@ -1,4 +1,5 @@
-// Cameras, model frames and the warp matrix of openpilot's driving model (contract §1–2).
+// Cameras, model frames and the warp matrix of openpilot's driving model (docs/contract.md,
+// "Cameras and frames" and "The warp").
 //
 // Everything here is host maths in double; the kernels get the matrices rounded to float32
 // once per calibration change (see KernelMatrices in warp_reference.h).
@@ -9,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::drive {
 

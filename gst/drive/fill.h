@@ -1,4 +1,5 @@
-// Filling the driving messages from parsed outputs (contract §6): modelV2, drivingModelData and
+// Filling the driving messages from parsed outputs (docs/contract.md,
+// "Filling the messages"): modelV2, drivingModelData and
 // cameraOdometry Events in the schema of schemas/log.capnp.
 //
 // What persists from frame to frame (the previous action, the hard-brake history, the confidence
@@ -55,9 +56,9 @@ struct Action {
   bool should_stop = false;
 };
 
-// The action from the plan (contract §6): acceleration toward the plan's speed after the
-// longitudinal delay, smoothed with a 0.3 s time constant; curvature from the plan's yaw after
-// the lateral delay, held below 0.3 m/s.
+// The action from the plan (docs/contract.md, "Filling the messages"): acceleration toward the
+// plan's speed after the longitudinal delay, smoothed with a 0.3 s time constant; curvature from
+// the plan's yaw after the lateral delay, held below 0.3 m/s.
 Action ComputeAction(const ParsedOutputs &out, const CarSettings &car, const Action &previous);
 
 // Least-squares polynomial of degree 4 through (T_IDXS, values[i * stride]), coefficients in

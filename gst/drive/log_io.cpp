@@ -4,6 +4,7 @@
 #include <capnp/schema.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_decompressBound (in libzstd since 1.4.10)
 #include <zstd.h>
 
 #include <cerrno>
@@ -39,8 +40,14 @@ StatusOr<std::vector<uint8_t>> ReadFile(const std::string &path) {
   std::vector<uint8_t> data;
   uint8_t chunk[1 << 16];
   size_t n;
-  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0)
+  while ((n = std::fread(chunk, 1, sizeof(chunk), f)) > 0) {
+    if (n > kMaxLogBytes - data.size()) {
+      std::fclose(f);
+      return Corrupt("log '" + path + "' is larger than the limit of " +
+                     std::to_string(kMaxLogBytes) + " bytes");
+    }
     data.insert(data.end(), chunk, chunk + n);
+  }
   bool failed = std::ferror(f);
   std::fclose(f);
   if (failed)
@@ -48,10 +55,20 @@ StatusOr<std::vector<uint8_t>> ReadFile(const std::string &path) {
   return data;
 }
 
-// Decompresses a zstd stream (possibly several frames). *truncated is set when the input ends
-// inside a frame.
+Status TooLarge(const std::string &path, const char *format) {
+  return Corrupt(std::string(format) + " log '" + path + "' expands past the limit of " +
+                 std::to_string(kMaxLogBytes) + " bytes");
+}
+
+// Decompresses a zstd stream (possibly several frames), at most kMaxLogBytes of it. *truncated is
+// set when the input ends inside a frame. Frames with a checksum (what LogWriter writes) are
+// verified by the decoder: a corrupted byte is an error, not different messages.
 Status Unzstd(const std::string &path, const std::vector<uint8_t> &in, std::vector<uint8_t> *out,
               bool *truncated) {
+  // Whole frames say how much they can expand to: refuse a bomb before decompressing it.
+  const unsigned long long bound = ZSTD_decompressBound(in.data(), in.size());
+  if (bound != ZSTD_CONTENTSIZE_ERROR && bound > kMaxLogBytes)
+    return TooLarge(path, "zstd");
   ZSTD_DCtx *ctx = ZSTD_createDCtx();
   if (!ctx)
     return Internal("cannot create a zstd decompression context");
@@ -67,6 +84,10 @@ Status Unzstd(const std::string &path, const std::vector<uint8_t> &in, std::vect
       return Corrupt("zstd log '" + path + "' does not decompress at byte " +
                      std::to_string(input.pos) + ": " + why);
     }
+    if (output.pos > kMaxLogBytes - out->size()) {
+      ZSTD_freeDCtx(ctx);
+      return TooLarge(path, "zstd");
+    }
     out->insert(out->end(), buffer.data(), buffer.data() + output.pos);
   }
   // Drain what the decoder still holds for the input it has seen (a frame ends with 0).
@@ -75,6 +96,10 @@ Status Unzstd(const std::string &path, const std::vector<uint8_t> &in, std::vect
     size_t rc = ZSTD_decompressStream(ctx, &output, &input);
     if (ZSTD_isError(rc) || output.pos == 0)
       break;
+    if (output.pos > kMaxLogBytes - out->size()) {
+      ZSTD_freeDCtx(ctx);
+      return TooLarge(path, "zstd");
+    }
     last = rc;
     out->insert(out->end(), buffer.data(), buffer.data() + output.pos);
   }
@@ -101,6 +126,10 @@ Status Unbzip2(const std::string &path, const std::vector<uint8_t> &in, std::vec
       s.next_out = buffer.data();
       s.avail_out = static_cast<unsigned>(buffer.size());
       rc = BZ2_bzDecompress(&s);
+      if (buffer.size() - s.avail_out > kMaxLogBytes - out->size()) {
+        BZ2_bzDecompressEnd(&s);
+        return TooLarge(path, "bzip2");
+      }
       out->insert(out->end(), buffer.data(), buffer.data() + (buffer.size() - s.avail_out));
       if (rc == BZ_OK && s.avail_in == 0 && s.avail_out != 0)
         break;  // input ended mid-stream
@@ -174,6 +203,10 @@ StatusOr<std::unique_ptr<LogWriter>> LogWriter::Open(const std::string &path) {
     size_t rc = ZSTD_CCtx_setParameter(w->zstd_, ZSTD_c_compressionLevel, 10);
     if (ZSTD_isError(rc))
       return Internal(std::string("zstd rejects level 10: ") + ZSTD_getErrorName(rc));
+    // A checksum per frame: a reader refuses a corrupted log instead of decoding other messages.
+    rc = ZSTD_CCtx_setParameter(w->zstd_, ZSTD_c_checksumFlag, 1);
+    if (ZSTD_isError(rc))
+      return Internal(std::string("zstd rejects the checksum flag: ") + ZSTD_getErrorName(rc));
     w->out_buffer_.resize(ZSTD_CStreamOutSize());
   }
   return w;
@@ -274,6 +307,12 @@ Status SplitMessages(const uint8_t *data, size_t size, std::vector<kj::Array<cap
 
 StatusOr<LogContents> ReadLog(const std::string &path) {
   OP_ASSIGN_OR_RETURN(std::vector<uint8_t> raw, ReadFile(path));
+  return ParseLog(std::move(raw), path);
+}
+
+StatusOr<LogContents> ParseLog(std::vector<uint8_t> raw, const std::string &path) {
+  if (raw.size() > kMaxLogBytes)
+    return TooLarge(path, "plain");
   LogContents log;
   std::vector<uint8_t> plain;
   bool cut = false;

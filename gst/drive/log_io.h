@@ -1,8 +1,9 @@
-// Log files and wire framing of the driving messages (contract §7).
+// Log files and wire framing of the driving messages (docs/contract.md, "Wire format").
 //
 // A message on the wire and in a log is one unpacked Cap'n Proto message in standard flat-array
 // framing (what capnp's messageToFlatArray produces). A log is such messages back to back:
-// plain, one zstd stream (level 10, like openpilot's rlog.zst) or, for reading old logs, bzip2.
+// plain, one zstd stream (level 10 with frame checksums, like openpilot's rlog.zst) or, for reading
+// old logs, bzip2.
 #pragma once
 
 #include <capnp/message.h>
@@ -15,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "log.capnp.h"
 
 typedef struct ZSTD_CCtx_s ZSTD_CCtx;
@@ -72,8 +73,15 @@ struct LogContents {
   std::string format;  // "zstd", "bzip2" or "plain"
 };
 
-// Reads a whole log, choosing the decompressor from the file's magic bytes, not its name.
+// The most a log may hold, on disk or decompressed: 1 GiB, far above a drive's log; a compression
+// bomb (a small file that expands to gigabytes) is refused at it.
+constexpr size_t kMaxLogBytes = size_t{1} << 30;
+
+// Reads a whole log, choosing the decompressor from the file's magic bytes, not its name. A log
+// expanding past kMaxLogBytes, and a zstd frame whose checksum does not match, is Corrupt.
 StatusOr<LogContents> ReadLog(const std::string &path);
+// The same for bytes already in memory; `path` only names them in errors.
+StatusOr<LogContents> ParseLog(std::vector<uint8_t> raw, const std::string &path);
 
 // Calls visit(index, event) for each message in order. A message Cap'n Proto cannot read (a
 // pointer out of bounds, a hostile nesting depth) stops the walk with a Corrupt status naming

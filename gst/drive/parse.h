@@ -1,4 +1,5 @@
-// Parsing a driving model's raw float output into named, decoded quantities (contract §5).
+// Parsing a driving model's raw float output into named, decoded quantities
+// (docs/contract.md, "Parsing the outputs").
 //
 // The raw output is one float array; which floats mean what comes only from the model's slice
 // table (name → [start, end)), never from offsets written here, because they change between
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::drive {
 

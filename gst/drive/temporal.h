@@ -1,39 +1,17 @@
-// The policy network's temporal inputs (contract §4), kept on the device.
+// The policy network's temporal inputs, kept on the device (rules and their derivation:
+// docs/contract.md, "Policy network and temporal inputs").
 //
-// openpilot keeps three small numpy queues next to its networks; this is the same state as
-// OpenCL buffers, so the hidden state goes from the vision output to the policy input without
-// a host round trip:
+// The same state as openpilot's queues, as OpenCL buffers, so the hidden state goes from the
+// vision output to the policy input without a host round trip:
 //   features_buffer     (1, steps, width)         every `skip`-th of the last steps·skip hidden
 //                                                 states, ending with the newest
 //   desire_pulse        (1, steps, desire_width)  rising edges of the desire one-hot, max-pooled
 //                                                 over groups of `skip` consecutive frames
 //   traffic_convention  (1, 2)                    [1,0] right-hand traffic, [0,1] left-hand
-// With openpilot's numbers (steps 25, skip 4, width 512, desire width 8) the history is 100
-// frames and the features are the entries −97, −93, …, −5, −1 of the hidden-state queue.
-//
-// Our reading of openpilot's queues (modeld.py, as the contract states it):
-//   - Both queues start as zeros; nothing is special about the first frames (warm-up zeros).
-//   - Enqueue before read: the hidden state of this frame is pushed first and the sampled input
-//     includes it as its last step (index −1). Likewise the desire pulse of this frame is the
-//     last entry of the last group of `skip`.
-//   - The rising edge compares with the desire of the previous push (the previous frame the
-//     networks ran on), both with index 0 ("none") zeroed first; the previous desire starts at
-//     zero, so a non-zero desire on the very first frame is an edge. With a one-hot input the
-//     formula `d − prev > 0.99` reduces to: pulse = one-hot(d) iff d ≠ 0 and d ≠ prev.
-//   - Only frames the networks run on push: a frame skipped after a drop pushes nothing (the
-//     caller decides, see PushFeatures / PushDesire).
-//   - For a single combined network the hidden state is an output of the same run, and the
-//     network itself appends it: it reads features_buffer[:, 1:] followed by this frame's hidden
-//     state (models/nets.py, DrivingSupercombo). So the caller pushes the desire before the run
-//     and the hidden state after it, with `lag = skip − 1`: after pushing frame n − 1 the input
-//     holds the entries −100, −96, …, −4 (frames n − 100 … n − 4), and the network sees frames
-//     n − 96, …, n − 4, n: the same history, 0.2 s apart, as the separate policy network.
-//
-// Device layout: two rings (hidden states, pulses) indexed by the push count, so a push writes
-// one slot instead of shifting the whole history. Each push is one kernel that writes the new
-// slot and gathers the network input in the same pass (the newest step is taken from the
-// source, never read back from the slot being written, so there is no race). Buffers and
-// kernels are created once in Create(); a push only sets scalar arguments and enqueues.
+// Queues start as zeros; a push comes before the read that includes it; only frames the networks
+// run on push; a combined network reads with `lag = skip − 1`. Each queue is a ring indexed by
+// the push count; one kernel per push writes the slot and gathers the input. Buffers and kernels
+// are created once in Create(); a push only sets scalar arguments and enqueues.
 //
 // Not thread-safe: one streaming thread pushes; settings coming from other threads are the
 // element's business.

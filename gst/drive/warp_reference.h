@@ -1,5 +1,6 @@
 // The NV12 frame layout, the float32 matrices the warp kernels take, and a plain C++ reference of
-// the warp: the oracle the OpenCL kernels are compared with, bit for bit (contract §2).
+// the warp: the oracle the OpenCL kernels are compared with, bit for bit (docs/contract.md, "The
+// warp").
 #pragma once
 
 #include <cstddef>

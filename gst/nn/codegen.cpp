@@ -14,6 +14,7 @@
 #include "nn/op_params.h"
 #include "nn/plan.h"
 #include "nn_kernels.h"
+#include "nn_op_cases.h"
 
 namespace op::nn {
 
@@ -967,18 +968,7 @@ Status LowerNode(Emitter &e, const Node &node) {
       return LowerPool(e, node);
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kReduceL1:
-    case OpKind::kReduceL2:
-    case OpKind::kReduceSumSquare:
-    case OpKind::kReduceLogSum:
-    case OpKind::kReduceLogSumExp:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin:
+    case NN_REDUCE_OPS:
       return LowerReduce(e, node);
     case OpKind::kSoftmax:
     case OpKind::kLogSoftmax:
@@ -1008,76 +998,22 @@ Status LowerNode(Emitter &e, const Node &node) {
     case OpKind::kFlatten:
     case OpKind::kSqueeze:
     case OpKind::kUnsqueeze:
-    case OpKind::kIdentity:
       return Status::Ok();  // aliases: no kernel
     case OpKind::kShape:
     case OpKind::kSize:
     case OpKind::kConstantOfShape:
     case OpKind::kRange:
       return Unsupported(NodeWhere(node) + ": its output is not constant after folding");
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kEqual:
-    case OpKind::kLess:
-    case OpKind::kGreater:
-    case OpKind::kSqrt:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kReciprocal:
-    case OpKind::kRelu:
-    case OpKind::kLeakyRelu:
-    case OpKind::kElu:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kTanh:
-    case OpKind::kErf:
-    case OpKind::kSoftplus:
-    case OpKind::kClip:
+    case NN_UNARY_OPS:
+    case NN_BINARY_OPS:
+    case NN_VARIADIC_OPS:
     case OpKind::kCast:
-    case OpKind::kMin:
-    case OpKind::kMax:
     case OpKind::kWhere:
-    case OpKind::kFloor:
-    case OpKind::kCeil:
-    case OpKind::kRound:
-    case OpKind::kSign:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kTan:
-    case OpKind::kAsin:
-    case OpKind::kAcos:
-    case OpKind::kAtan:
-    case OpKind::kSinh:
-    case OpKind::kCosh:
-    case OpKind::kAsinh:
-    case OpKind::kAcosh:
-    case OpKind::kAtanh:
-    case OpKind::kSelu:
-    case OpKind::kCelu:
-    case OpKind::kSoftsign:
-    case OpKind::kThresholdedRelu:
-    case OpKind::kShrink:
-    case OpKind::kNot:
-    case OpKind::kIsNaN:
-    case OpKind::kIsInf:
-    case OpKind::kAnd:
-    case OpKind::kOr:
-    case OpKind::kXor:
-    case OpKind::kGreaterOrEqual:
-    case OpKind::kLessOrEqual:
-    case OpKind::kMod:
-    case OpKind::kPRelu:
-    case OpKind::kSum:
-    case OpKind::kMean:
     case OpKind::kBatchNormalization:
     case OpKind::kCastLike:
     case OpKind::kElementwiseChain:
+      if (node.op == OpKind::kIdentity)
+        return Status::Ok();  // an alias, like Reshape: no kernel
       return gen::LowerElementwise(e, node);
   }
   return Internal(node.Describe() + ": unknown op");
@@ -1108,13 +1044,14 @@ void PackConstant(const Tensor &t, const std::string &tag, std::vector<uint8_t> 
   }
 }
 
-}  // namespace
+// Output copies the launch list needs: (computed tensor, output buffer tensor).
+using OutputCopies = std::vector<std::pair<TensorId, TensorId>>;
 
-StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options,
-                                     CodegenReport *report) {
-  Emitter e(graph, options);
+// Binds graph I/O to storage. Aliases first: they decide which tensor's storage an output binds
+// to. Then the storage of each output's root becomes that output's buffer, unless the root is an
+// input, a constant or already bound (then a copy kernel writes the output).
+Status BindIo(Emitter &e, OutputCopies *copies) {
   Graph &g = e.graph;
-  // Aliases first: they decide which tensor's storage an output binds to.
   for (const Node &node : g.nodes) {
     if (!IsAliasOp(node.op) || node.outputs.empty() || node.outputs[0] == kNoTensor)
       continue;
@@ -1125,24 +1062,24 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
       return Internal(node.Describe() + " changes the dtype");
     e.Alias(out, in);
   }
-
-  // Outputs: the storage of each output's root becomes that output's buffer, unless the root is
-  // an input, a constant or already bound (then a copy kernel writes the output).
-  std::vector<std::pair<TensorId, TensorId>> copies;  // (src, dst)
   for (size_t j = 0; j < g.outputs.size(); j++) {
     TensorId o = g.outputs[j];
     TensorId r = e.Root(o);
     const Tensor &rt = g.tensor(r);
     if (rt.is_input || rt.is_constant() || e.io_output.count(r)) {
       TensorId dst = e.NewTensor(g.tensor(o).name + "_out", g.tensor(o).dtype, e.Dims(o));
-      copies.push_back({o, dst});
+      copies->push_back({o, dst});
       e.io_output[dst] = static_cast<uint32_t>(j);
     } else {
       e.io_output[r] = static_cast<uint32_t>(j);
     }
   }
+  return Status::Ok();
+}
 
-  // Lower every node that computes something at run time.
+// Lowers every node that computes something at run time, then the output copies.
+Status LowerGraph(Emitter &e, const OutputCopies &copies) {
+  const Graph &g = e.graph;
   for (const Node &node : g.nodes) {
     bool live = false;
     for (TensorId t : node.outputs)
@@ -1170,23 +1107,30 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
                          DTypeName(g.tensor(src).dtype));
     OP_RETURN_IF_ERROR(gen::EmitCopy(e, src, dst, "copy to output '" + g.tensor(src).name + "'"));
   }
+  return Status::Ok();
+}
 
-  // Storage: inputs, outputs, weights (each constant packed once), arena (planned).
-  CompiledModel m;
-  m.profile = cl::ProfileName(options.profile);
-  m.precision = PrecisionName(options.precision);
-  m.device_name = options.device_name;
-  m.alignment = static_cast<uint32_t>(options.alignment);
+// Where each root tensor a kernel reads or writes lives in the compiled model.
+struct Storage {
   std::map<TensorId, uint32_t> input_index;
+  std::map<TensorId, uint64_t> weight_offset;
+  std::map<TensorId, uint32_t> image_index;
+  std::map<TensorId, size_t> arena_index;  // into plan.offsets
+  MemoryPlan plan;
+};
+
+// The model's input and output descriptions.
+Status DescribeIo(const Emitter &e, CompiledModel *m, Storage *st) {
+  const Graph &g = e.graph;
   for (size_t i = 0; i < g.inputs.size(); i++) {
-    input_index[g.inputs[i]] = static_cast<uint32_t>(i);
+    st->input_index[g.inputs[i]] = static_cast<uint32_t>(i);
     const Tensor &t = g.tensor(g.inputs[i]);
     if (!t.shape.IsStatic())
       return InvalidArgument("input '" + t.name + "' has shape " + t.shape.ToString() +
                              ": bind it with --shape " + t.name + "=d0,d1,...");
     if (e.TagOf(t.dtype, true).empty())
       return Unsupported("input '" + t.name + "' of type " + DTypeName(t.dtype));
-    m.inputs.push_back({t.name, t.dtype, t.shape.dims, {}});
+    m->inputs.push_back({t.name, t.dtype, t.shape.dims, {}});
   }
   for (size_t j = 0; j < g.outputs.size(); j++) {
     const Tensor &t = g.tensor(g.outputs[j]);
@@ -1195,52 +1139,67 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
     TensorDesc d{t.name, t.dtype, t.shape.dims, {}};
     if (g.outputs.size() == 1 || t.name == "outputs")
       d.slices = g.slices;
-    m.outputs.push_back(std::move(d));
+    m->outputs.push_back(std::move(d));
   }
+  return Status::Ok();
+}
 
-  std::map<TensorId, uint64_t> weight_offset;
-  std::map<TensorId, uint32_t> image_index;
-  std::map<TensorId, size_t> arena_index;
-  std::vector<Lifetime> lifetimes;
-  std::vector<TensorId> arena_tensors;
-  for (size_t k = 0; k < e.kernels.size(); k++) {
-    for (const PendingArg &a : e.kernels[k].args) {
+// Packs each constant the kernels read into the weights blob once, in first-use order: images
+// (texels, rows padded) and plain buffers, each at an aligned offset.
+void PackWeights(const Emitter &e, size_t alignment, CompiledModel *m, Storage *st) {
+  const Graph &g = e.graph;
+  auto align = [&]() {
+    m->weights.resize((m->weights.size() + alignment - 1) / alignment * alignment);
+  };
+  for (const Pending &p : e.kernels) {
+    for (const PendingArg &a : p.args) {
       if (a.kind == PendingArg::Kind::kImage) {
         TensorId r = e.Root(a.tensor);
-        if (image_index.count(r))
+        if (st->image_index.count(r))
           continue;
-        m.weights.resize((m.weights.size() + options.alignment - 1) / options.alignment *
-                         options.alignment);
+        align();
         WeightImage wi;
-        wi.offset = m.weights.size();
+        wi.offset = m->weights.size();
         int64_t n = Product(g.tensor(r).shape.dims);
         wi.width = static_cast<uint32_t>(ImageWidth(n));
         wi.height = static_cast<uint32_t>(CeilDiv(CeilDiv(n, 4), wi.width));
         wi.half = e.StorageBytes(r) == 2;
-        PackConstant(g.tensor(r), e.Tag(r), &m.weights);
-        m.weights.resize(wi.offset + wi.ByteSize());  // the last row's unused texels are zero
-        image_index[r] = static_cast<uint32_t>(m.images.size());
-        m.images.push_back(wi);
+        PackConstant(g.tensor(r), e.Tag(r), &m->weights);
+        m->weights.resize(wi.offset + wi.ByteSize());  // the last row's unused texels are zero
+        st->image_index[r] = static_cast<uint32_t>(m->images.size());
+        m->images.push_back(wi);
         continue;
       }
       if (a.kind != PendingArg::Kind::kTensor)
         continue;
       TensorId r = e.Root(a.tensor);
       const Tensor &t = g.tensor(r);
-      if (t.is_input || e.io_output.count(r))
+      if (t.is_input || e.io_output.count(r) || !t.is_constant() || st->weight_offset.count(r))
         continue;
-      if (t.is_constant()) {
-        if (!weight_offset.count(r)) {
-          m.weights.resize((m.weights.size() + options.alignment - 1) / options.alignment *
-                           options.alignment);
-          weight_offset[r] = m.weights.size();
-          PackConstant(t, e.Tag(r), &m.weights);
-        }
+      align();
+      st->weight_offset[r] = m->weights.size();
+      PackConstant(t, e.Tag(r), &m->weights);
+    }
+  }
+}
+
+// Plans the arena: every intermediate lives from the first to the last kernel that touches it.
+Status PlanArena(const Emitter &e, size_t alignment, CompiledModel *m, Storage *st,
+                 CodegenReport *report) {
+  const Graph &g = e.graph;
+  std::vector<Lifetime> lifetimes;
+  std::vector<TensorId> arena_tensors;
+  for (size_t k = 0; k < e.kernels.size(); k++) {
+    for (const PendingArg &a : e.kernels[k].args) {
+      if (a.kind != PendingArg::Kind::kTensor)
         continue;
-      }
-      auto it = arena_index.find(r);
-      if (it == arena_index.end()) {
-        arena_index[r] = lifetimes.size();
+      TensorId r = e.Root(a.tensor);
+      const Tensor &t = g.tensor(r);
+      if (t.is_input || e.io_output.count(r) || t.is_constant())
+        continue;
+      auto it = st->arena_index.find(r);
+      if (it == st->arena_index.end()) {
+        st->arena_index[r] = lifetimes.size();
         uint64_t bytes = static_cast<uint64_t>(Product(t.shape.dims)) * e.StorageBytes(r);
         lifetimes.push_back({bytes, static_cast<int>(k), static_cast<int>(k)});
         arena_tensors.push_back(r);
@@ -1251,25 +1210,31 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
       }
     }
   }
-  OP_ASSIGN_OR_RETURN(MemoryPlan plan, PlanMemory(lifetimes, options.alignment));
-  m.arena_bytes = plan.arena_bytes;
-  m.intermediate_bytes = plan.total_bytes;
+  OP_ASSIGN_OR_RETURN(st->plan, PlanMemory(lifetimes, alignment));
+  m->arena_bytes = st->plan.arena_bytes;
+  m->intermediate_bytes = st->plan.total_bytes;
   if (report) {
     report->arena_tensors.clear();
     for (TensorId t : arena_tensors)
       report->arena_tensors.push_back(g.tensor(t).name);
     report->lifetimes = lifetimes;
-    report->plan = plan;
+    report->plan = st->plan;
   }
+  return Status::Ok();
+}
 
+// The launch list: each kernel with its deduplicated source and its arguments resolved to
+// inputs, outputs, weights, images or arena offsets.
+void EmitLaunchList(const Emitter &e, const Storage &st, CompiledModel *m) {
+  const Graph &g = e.graph;
   std::map<std::string, uint32_t> source_index;
-  for (Pending &p : e.kernels) {
+  for (const Pending &p : e.kernels) {
     KernelDesc kd;
     kd.label = p.label;
     kd.entry = p.entry;
-    auto [it, fresh] = source_index.emplace(p.source, static_cast<uint32_t>(m.sources.size()));
+    auto [it, fresh] = source_index.emplace(p.source, static_cast<uint32_t>(m->sources.size()));
     if (fresh)
-      m.sources.push_back(p.source);
+      m->sources.push_back(p.source);
     kd.source = it->second;
     kd.global = p.global;
     kd.local = p.local;
@@ -1285,7 +1250,7 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
         case PendingArg::Kind::kImage: {
           KernelArg arg;
           arg.kind = KernelArg::Kind::kImage;
-          arg.image = image_index.at(e.Root(a.tensor));
+          arg.image = st.image_index.at(e.Root(a.tensor));
           kd.args.push_back(arg);
           continue;
         }
@@ -1299,21 +1264,43 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
       b.size = static_cast<uint64_t>(Product(t.shape.dims)) * b.element_bytes;
       if (t.is_input) {
         b.kind = BufferKind::kInput;
-        b.index = input_index.at(r);
+        b.index = st.input_index.at(r);
       } else if (e.io_output.count(r)) {
         b.kind = BufferKind::kOutput;
         b.index = e.io_output.at(r);
       } else if (t.is_constant()) {
         b.kind = BufferKind::kWeights;
-        b.offset = weight_offset.at(r);
+        b.offset = st.weight_offset.at(r);
       } else {
         b.kind = BufferKind::kArena;
-        b.offset = plan.offsets[arena_index.at(r)];
+        b.offset = st.plan.offsets[st.arena_index.at(r)];
       }
       kd.args.push_back(KernelArg::Buffer(b));
     }
-    m.kernels.push_back(std::move(kd));
+    m->kernels.push_back(std::move(kd));
   }
+}
+
+}  // namespace
+
+StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options,
+                                     CodegenReport *report) {
+  Emitter e(graph, options);
+  OutputCopies copies;
+  OP_RETURN_IF_ERROR(BindIo(e, &copies));
+  OP_RETURN_IF_ERROR(LowerGraph(e, copies));
+
+  // Storage: inputs, outputs, weights (each constant packed once), arena (planned).
+  CompiledModel m;
+  m.profile = cl::ProfileName(options.profile);
+  m.precision = PrecisionName(options.precision);
+  m.device_name = options.device_name;
+  m.alignment = static_cast<uint32_t>(options.alignment);
+  Storage st;
+  OP_RETURN_IF_ERROR(DescribeIo(e, &m, &st));
+  PackWeights(e, options.alignment, &m, &st);
+  OP_RETURN_IF_ERROR(PlanArena(e, options.alignment, &m, &st, report));
+  EmitLaunchList(e, st, &m);
   OP_RETURN_IF_ERROR(ValidateModel(m).Prepend("generated model"));
   return m;
 }

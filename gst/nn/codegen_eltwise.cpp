@@ -496,300 +496,372 @@ Status LowerElementwise(Emitter &e, const Node &node) {
   }
 }
 
-Status LowerLayout(Emitter &e, const Node &node) {
-  const std::string label = node.Describe();
-  MapKernel m;
-  m.output = node.outputs.empty() ? kNoTensor : node.outputs[0];
-  if (m.output != kNoTensor)
-    m.space = e.Dims(m.output);
-  TensorId x = node.input(0);
-  const std::vector<int64_t> in = x != kNoTensor ? e.Dims(x) : std::vector<int64_t>{};
-  const std::vector<int64_t> in_strides = Strides(Shape(in));
-  size_t r = m.space.size();
-  std::vector<std::string> coords;
-  for (size_t d = 0; d < r; d++)
-    coords.push_back(C(d));
-  auto ints_of = [&](TensorId t, const char *what) -> StatusOr<std::vector<int64_t>> {
+// Lowers the layout ops (pure index maps: Transpose, Slice, Pad, Concat, Gather, ...), one
+// method per op. Each starts from the node's first input (dims and strides) and a map kernel
+// over the output's index space.
+class LayoutLowering {
+ public:
+  LayoutLowering(Emitter &e, const Node &node) : e(e), node(node), label(node.Describe()) {
+    m.output = node.outputs.empty() ? kNoTensor : node.outputs[0];
+    if (m.output != kNoTensor)
+      m.space = e.Dims(m.output);
+    x = node.input(0);
+    if (x != kNoTensor)
+      in = e.Dims(x);
+    in_strides = Strides(Shape(in));
+    r = m.space.size();
+    for (size_t d = 0; d < r; d++)
+      coords.push_back(C(d));
+  }
+
+  Status Transpose();
+  Status Expand();
+  Status Tile();
+  Status Slice();
+  Status Pad();
+  Status Concat();
+  Status Split();
+  Status Gather();
+  Status GatherElements();
+  Status DepthSpace();
+  Status Trilu();
+  Status CumSum();
+  Status Dropout();
+
+ private:
+  // A parameter input that must be a constant (Slice's starts, Pad's pads, ...).
+  StatusOr<std::vector<int64_t>> ints_of(TensorId t, const char *what) const {
     if (t == kNoTensor || !e.T(t).is_constant())
       return Unsupported(NodeWhere(node) + ": " + what + " must be constant");
     return ConstantInts(e.T(t));
-  };
+  }
 
+  Emitter &e;
+  const Node &node;
+  const std::string label;
+  MapKernel m;
+  TensorId x = kNoTensor;
+  std::vector<int64_t> in;
+  std::vector<int64_t> in_strides;
+  size_t r = 0;
+  std::vector<std::string> coords;
+};
+
+Status LayoutLowering::Transpose() {
+  std::vector<int64_t> perm = node.attrs.Ints("perm");
+  if (perm.empty())
+    for (size_t d = r; d-- > 0;)
+      perm.push_back(static_cast<int64_t>(d));
+  if (perm.size() != r)
+    return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
+  std::string idx = "0";
+  for (size_t d = 0; d < r; d++)
+    idx += " + " + C(d) + " * " + std::to_string(in_strides[static_cast<size_t>(perm[d])]);
+  m.inputs = {x};
+  m.body = Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Expand() {
+  m.inputs = {x};
+  m.body = Out(e, m, "i", In(e, m, 0, BroadcastIndex(m.space, in, "i")));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Tile() {
+  std::string idx = "0";
+  for (size_t d = 0; d < r; d++)
+    idx += " + (" + C(d) + " % " + std::to_string(in[d]) + ") * " + std::to_string(in_strides[d]);
+  m.inputs = {x};
+  m.body = Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Slice() {
+  std::vector<int64_t> starts, axes, steps;
+  if (node.opset < 10) {
+    starts = node.attrs.Ints("starts");
+    axes = node.attrs.Ints("axes");
+  } else {
+    OP_ASSIGN_OR_RETURN(starts, ints_of(node.input(1), "starts"));
+    if (node.input(3) != kNoTensor) {
+      OP_ASSIGN_OR_RETURN(axes, ints_of(node.input(3), "axes"));
+    }
+    if (node.input(4) != kNoTensor) {
+      OP_ASSIGN_OR_RETURN(steps, ints_of(node.input(4), "steps"));
+    }
+  }
+  if (axes.empty())
+    for (size_t j = 0; j < starts.size(); j++)
+      axes.push_back(static_cast<int64_t>(j));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (axes.size() != starts.size() || steps.size() != starts.size())
+    return InvalidArgument(label + ": starts, axes and steps differ in length");
+  std::vector<int64_t> start(r, 0), step(r, 1);
+  for (size_t j = 0; j < starts.size(); j++) {
+    OP_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[j], static_cast<int64_t>(r)));
+    int64_t dim = in[static_cast<size_t>(a)], s = starts[j], st = steps[j];
+    if (st == 0)
+      return InvalidArgument(label + ": step 0");
+    if (s < 0)
+      s += dim;
+    s = st > 0 ? std::min(std::max<int64_t>(s, 0), dim)
+               : std::min(std::max<int64_t>(s, 0), dim - 1);
+    start[static_cast<size_t>(a)] = s;
+    step[static_cast<size_t>(a)] = st;
+  }
+  std::string idx = "0";
+  for (size_t d = 0; d < r; d++)
+    idx += " + (" + std::to_string(start[d]) + " + (int)" + C(d) + " * " + std::to_string(step[d]) +
+           ") * " + std::to_string(in_strides[d]);
+  m.inputs = {x};
+  m.body = Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Pad() {
+  std::vector<int64_t> pads;
+  std::string mode = node.attrs.String("mode", "constant");
+  std::string value;
+  bool fl = IsFloatTag(e.Tag(x));
+  m.inputs = {x};
+  if (node.opset < 11) {
+    pads = node.attrs.Ints("pads");
+    value = fl ? FloatLit(node.attrs.Float("value", 0.f))
+               : std::to_string(static_cast<int64_t>(node.attrs.Float("value", 0.f)));
+  } else {
+    OP_ASSIGN_OR_RETURN(pads, ints_of(node.input(1), "pads"));
+    if (node.input(3) != kNoTensor)
+      return Unsupported(NodeWhere(node) + ": Pad with axes");
+    value = fl ? "0.0f" : "0";
+    if (node.input(2) != kNoTensor) {
+      m.inputs.push_back(node.input(2));
+      value = In(e, m, 1, "0");
+    }
+  }
+  if (pads.size() != 2 * r)
+    return InvalidArgument(label + ": " + std::to_string(pads.size()) + " pads for rank " +
+                           std::to_string(r));
+  std::string decl, inside = "1", idx = "0";
+  for (size_t d = 0; d < r; d++) {
+    std::string s = "s" + std::to_string(d), dim = std::to_string(in[d]);
+    decl += "int " + s + " = (int)" + C(d) + " - " + std::to_string(pads[d]) + "; ";
+    if (mode == "edge") {
+      decl += s + " = clamp(" + s + ", 0, " + dim + " - 1); ";
+    } else if (mode == "reflect") {
+      if (in[d] > 1)
+        decl += "if (" + s + " < 0) " + s + " = -" + s + "; if (" + s + " >= " + dim + ") " + s +
+                " = 2 * (" + dim + " - 1) - " + s + "; " + s + " = clamp(" + s + ", 0, " + dim +
+                " - 1); ";
+      else
+        decl += s + " = 0; ";
+    } else if (mode == "constant") {
+      inside += " && " + s + " >= 0 && " + s + " < " + dim;
+    } else {
+      return Unsupported(NodeWhere(node) + ": Pad mode '" + mode + "'");
+    }
+    idx += " + " + s + " * " + std::to_string(in_strides[d]);
+  }
+  m.body = decl + Out(e, m, "i", "(" + inside + ") ? " + In(e, m, 0, idx) + " : " + value);
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Concat() {
+  OP_ASSIGN_OR_RETURN(int64_t axis,
+                      NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(r)));
+  const std::vector<int64_t> out_strides = Strides(Shape(m.space));
+  int64_t offset = 0;
+  for (TensorId t : node.inputs) {
+    if (t == kNoTensor)
+      continue;
+    MapKernel p;
+    p.output = m.output;
+    p.space = e.Dims(t);
+    p.inputs = {t};
+    std::string idx = std::to_string(offset * out_strides[static_cast<size_t>(axis)]);
+    for (size_t d = 0; d < r; d++)
+      idx += " + " + C(d) + " * " + std::to_string(out_strides[d]);
+    p.body = Out(e, p, idx, In(e, p, 0, "i"));
+    OP_RETURN_IF_ERROR(EmitMap(e, p, label));
+    offset += p.space[static_cast<size_t>(axis)];
+  }
+  return Status::Ok();
+}
+
+Status LayoutLowering::Split() {
+  OP_ASSIGN_OR_RETURN(int64_t axis,
+                      NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+  int64_t offset = 0;
+  for (TensorId t : node.outputs) {
+    if (t == kNoTensor)
+      continue;
+    MapKernel p;
+    p.output = t;
+    p.space = e.Dims(t);
+    p.inputs = {x};
+    std::string idx = std::to_string(offset * in_strides[static_cast<size_t>(axis)]);
+    for (size_t d = 0; d < p.space.size(); d++)
+      idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
+    p.body = Out(e, p, "i", In(e, p, 0, idx));
+    OP_RETURN_IF_ERROR(EmitMap(e, p, label));
+    offset += p.space[static_cast<size_t>(axis)];
+  }
+  return Status::Ok();
+}
+
+Status LayoutLowering::Gather() {
+  TensorId ind = node.inputs[1];
+  const auto &idims = e.Dims(ind);
+  size_t q = idims.size();
+  OP_ASSIGN_OR_RETURN(int64_t axis,
+                      NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+  size_t ax = static_cast<size_t>(axis);
+  std::vector<std::string> ic(coords.begin() + static_cast<long>(ax),
+                              coords.begin() + static_cast<long>(ax + q));
+  m.inputs = {x, ind};
+  std::string dim = std::to_string(in[ax]);
+  std::string body = "long j = " + In(e, m, 1, Linear(ic, idims)) + "; if (j < 0) j += " + dim +
+                     "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
+  std::string idx = "0";
+  for (size_t d = 0; d < ax; d++)
+    idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
+  idx += " + (uint)j * " + std::to_string(in_strides[ax]);
+  for (size_t d = ax + 1; d < in.size(); d++)
+    idx += " + " + C(d + q - 1) + " * " + std::to_string(in_strides[d]);
+  m.body = body + Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::GatherElements() {
+  TensorId ind = node.inputs[1];
+  OP_ASSIGN_OR_RETURN(int64_t axis,
+                      NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
+  size_t ax = static_cast<size_t>(axis);
+  m.inputs = {x, ind};
+  std::string dim = std::to_string(in[ax]);
+  std::string body = "long j = " + In(e, m, 1, "i") + "; if (j < 0) j += " + dim +
+                     "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
+  std::string idx = "0";
+  for (size_t d = 0; d < in.size(); d++)
+    idx +=
+        " + " + (d == ax ? std::string("(uint)j") : C(d)) + " * " + std::to_string(in_strides[d]);
+  m.body = body + Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::DepthSpace() {
+  if (r != 4)
+    return Unsupported(NodeWhere(node) + ": rank " + std::to_string(r));
+  int64_t b = node.attrs.Int("blocksize", 0);
+  if (b <= 0)
+    return InvalidArgument(label + ": blocksize " + std::to_string(b));
+  std::string B = std::to_string(b), Cin = std::to_string(in[1]);
+  std::string H = std::to_string(in[2]), W = std::to_string(in[3]);
+  std::string ic, ih, iw;
+  if (node.op == OpKind::kDepthToSpace) {
+    std::string Cout = std::to_string(m.space[1]);
+    std::string bh = "(c2 % " + B + ")", bw = "(c3 % " + B + ")";
+    ic = node.attrs.String("mode", "DCR") == "CRD"
+             ? "(c1 * " + B + " * " + B + " + " + bh + " * " + B + " + " + bw + ")"
+             : "((" + bh + " * " + B + " + " + bw + ") * " + Cout + " + c1)";
+    ih = "(c2 / " + B + ")";
+    iw = "(c3 / " + B + ")";
+  } else {
+    ic = "(c1 % " + Cin + ")";
+    ih = "(c2 * " + B + " + c1 / (" + Cin + " * " + B + "))";
+    iw = "(c3 * " + B + " + (c1 / " + Cin + ") % " + B + ")";
+  }
+  m.inputs = {x};
+  m.body =
+      Out(e, m, "i",
+          In(e, m, 0,
+             "((c0 * " + Cin + " + " + ic + ") * " + H + " + " + ih + ") * " + W + " + " + iw));
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Trilu() {
+  if (r < 2)
+    return InvalidArgument(label + ": rank " + std::to_string(r));
+  int64_t k = 0;
+  if (node.input(1) != kNoTensor) {
+    OP_ASSIGN_OR_RETURN(auto kv, ints_of(node.input(1), "k"));
+    if (!kv.empty())
+      k = kv[0];
+  }
+  bool upper = node.attrs.Int("upper", 1) != 0;
+  std::string diff = "((long)" + C(r - 1) + " - (long)" + C(r - 2) + ")";
+  std::string keep = diff + (upper ? " >= " : " <= ") + std::to_string(k);
+  m.inputs = {x};
+  m.body = Out(e, m, "i", "(" + keep + ") ? " + In(e, m, 0, "i") + " : 0");
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::CumSum() {
+  OP_ASSIGN_OR_RETURN(auto av, ints_of(node.input(1), "axis"));
+  if (av.empty())
+    return InvalidArgument(label + ": empty axis");
+  OP_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(av[0], static_cast<int64_t>(r)));
+  size_t ax = static_cast<size_t>(axis);
+  bool excl = node.attrs.Int("exclusive", 0) != 0, rev = node.attrs.Int("reverse", 0) != 0;
+  bool fl = IsFloatTag(e.Tag(x));
+  m.inputs = {x};
+  std::string c = C(ax), st = std::to_string(in_strides[ax]), n = std::to_string(in[ax]);
+  std::string lo = rev ? (excl ? "(int)" + c + " + 1" : "(int)" + c) : "0";
+  std::string hi = rev ? n : (excl ? "(int)" + c : "(int)" + c + " + 1");
+  m.body = std::string(fl ? "float" : "long") + " acc = 0; const int base = (int)i - (int)" + c +
+           " * " + st + "; for (int j = " + lo + "; j < " + hi +
+           "; j++) acc += " + In(e, m, 0, "base + j * " + st) + "; " + Out(e, m, "i", "acc");
+  return EmitMap(e, m, label);
+}
+
+Status LayoutLowering::Dropout() {
+  // Output 0 aliases the input (no kernel); the mask, if used, is all true.
+  if (node.outputs.size() > 1 && node.outputs[1] != kNoTensor) {
+    MapKernel mk;
+    mk.output = node.outputs[1];
+    mk.space = e.Dims(mk.output);
+    mk.body = Out(e, mk, "i", "1");
+    return EmitMap(e, mk, label);
+  }
+  return Status::Ok();
+}
+
+Status LowerLayout(Emitter &e, const Node &node) {
+  LayoutLowering l(e, node);
   switch (node.op) {
-    case OpKind::kTranspose: {
-      std::vector<int64_t> perm = node.attrs.Ints("perm");
-      if (perm.empty())
-        for (size_t d = r; d-- > 0;)
-          perm.push_back(static_cast<int64_t>(d));
-      if (perm.size() != r)
-        return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
-      std::string idx = "0";
-      for (size_t d = 0; d < r; d++)
-        idx += " + " + C(d) + " * " + std::to_string(in_strides[static_cast<size_t>(perm[d])]);
-      m.inputs = {x};
-      m.body = Out(e, m, "i", In(e, m, 0, idx));
-      return EmitMap(e, m, label);
-    }
+    case OpKind::kTranspose:
+      return l.Transpose();
     case OpKind::kExpand:
-    case OpKind::kIdentity: {
-      m.inputs = {x};
-      m.body = Out(e, m, "i", In(e, m, 0, BroadcastIndex(m.space, in, "i")));
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kTile: {
-      std::string idx = "0";
-      for (size_t d = 0; d < r; d++)
-        idx +=
-            " + (" + C(d) + " % " + std::to_string(in[d]) + ") * " + std::to_string(in_strides[d]);
-      m.inputs = {x};
-      m.body = Out(e, m, "i", In(e, m, 0, idx));
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kSlice: {
-      std::vector<int64_t> starts, axes, steps;
-      if (node.opset < 10) {
-        starts = node.attrs.Ints("starts");
-        axes = node.attrs.Ints("axes");
-      } else {
-        OP_ASSIGN_OR_RETURN(starts, ints_of(node.input(1), "starts"));
-        if (node.input(3) != kNoTensor) {
-          OP_ASSIGN_OR_RETURN(axes, ints_of(node.input(3), "axes"));
-        }
-        if (node.input(4) != kNoTensor) {
-          OP_ASSIGN_OR_RETURN(steps, ints_of(node.input(4), "steps"));
-        }
-      }
-      if (axes.empty())
-        for (size_t j = 0; j < starts.size(); j++)
-          axes.push_back(static_cast<int64_t>(j));
-      if (steps.empty())
-        steps.assign(starts.size(), 1);
-      if (axes.size() != starts.size() || steps.size() != starts.size())
-        return InvalidArgument(label + ": starts, axes and steps differ in length");
-      std::vector<int64_t> start(r, 0), step(r, 1);
-      for (size_t j = 0; j < starts.size(); j++) {
-        OP_ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axes[j], static_cast<int64_t>(r)));
-        int64_t dim = in[static_cast<size_t>(a)], s = starts[j], st = steps[j];
-        if (st == 0)
-          return InvalidArgument(label + ": step 0");
-        if (s < 0)
-          s += dim;
-        s = st > 0 ? std::min(std::max<int64_t>(s, 0), dim)
-                   : std::min(std::max<int64_t>(s, 0), dim - 1);
-        start[static_cast<size_t>(a)] = s;
-        step[static_cast<size_t>(a)] = st;
-      }
-      std::string idx = "0";
-      for (size_t d = 0; d < r; d++)
-        idx += " + (" + std::to_string(start[d]) + " + (int)" + C(d) + " * " +
-               std::to_string(step[d]) + ") * " + std::to_string(in_strides[d]);
-      m.inputs = {x};
-      m.body = Out(e, m, "i", In(e, m, 0, idx));
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kPad: {
-      std::vector<int64_t> pads;
-      std::string mode = node.attrs.String("mode", "constant");
-      std::string value;
-      bool fl = IsFloatTag(e.Tag(x));
-      m.inputs = {x};
-      if (node.opset < 11) {
-        pads = node.attrs.Ints("pads");
-        value = fl ? FloatLit(node.attrs.Float("value", 0.f))
-                   : std::to_string(static_cast<int64_t>(node.attrs.Float("value", 0.f)));
-      } else {
-        OP_ASSIGN_OR_RETURN(pads, ints_of(node.input(1), "pads"));
-        if (node.input(3) != kNoTensor)
-          return Unsupported(NodeWhere(node) + ": Pad with axes");
-        value = fl ? "0.0f" : "0";
-        if (node.input(2) != kNoTensor) {
-          m.inputs.push_back(node.input(2));
-          value = In(e, m, 1, "0");
-        }
-      }
-      if (pads.size() != 2 * r)
-        return InvalidArgument(label + ": " + std::to_string(pads.size()) + " pads for rank " +
-                               std::to_string(r));
-      std::string decl, inside = "1", idx = "0";
-      for (size_t d = 0; d < r; d++) {
-        std::string s = "s" + std::to_string(d), dim = std::to_string(in[d]);
-        decl += "int " + s + " = (int)" + C(d) + " - " + std::to_string(pads[d]) + "; ";
-        if (mode == "edge") {
-          decl += s + " = clamp(" + s + ", 0, " + dim + " - 1); ";
-        } else if (mode == "reflect") {
-          if (in[d] > 1)
-            decl += "if (" + s + " < 0) " + s + " = -" + s + "; if (" + s + " >= " + dim + ") " +
-                    s + " = 2 * (" + dim + " - 1) - " + s + "; " + s + " = clamp(" + s + ", 0, " +
-                    dim + " - 1); ";
-          else
-            decl += s + " = 0; ";
-        } else if (mode == "constant") {
-          inside += " && " + s + " >= 0 && " + s + " < " + dim;
-        } else {
-          return Unsupported(NodeWhere(node) + ": Pad mode '" + mode + "'");
-        }
-        idx += " + " + s + " * " + std::to_string(in_strides[d]);
-      }
-      m.body = decl + Out(e, m, "i", "(" + inside + ") ? " + In(e, m, 0, idx) + " : " + value);
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kConcat: {
-      OP_ASSIGN_OR_RETURN(int64_t axis,
-                          NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(r)));
-      const std::vector<int64_t> out_strides = Strides(Shape(m.space));
-      int64_t offset = 0;
-      for (TensorId t : node.inputs) {
-        if (t == kNoTensor)
-          continue;
-        MapKernel p;
-        p.output = m.output;
-        p.space = e.Dims(t);
-        p.inputs = {t};
-        std::string idx = std::to_string(offset * out_strides[static_cast<size_t>(axis)]);
-        for (size_t d = 0; d < r; d++)
-          idx += " + " + C(d) + " * " + std::to_string(out_strides[d]);
-        p.body = Out(e, p, idx, In(e, p, 0, "i"));
-        OP_RETURN_IF_ERROR(EmitMap(e, p, label));
-        offset += p.space[static_cast<size_t>(axis)];
-      }
-      return Status::Ok();
-    }
-    case OpKind::kSplit: {
-      OP_ASSIGN_OR_RETURN(
-          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
-      int64_t offset = 0;
-      for (TensorId t : node.outputs) {
-        if (t == kNoTensor)
-          continue;
-        MapKernel p;
-        p.output = t;
-        p.space = e.Dims(t);
-        p.inputs = {x};
-        std::string idx = std::to_string(offset * in_strides[static_cast<size_t>(axis)]);
-        for (size_t d = 0; d < p.space.size(); d++)
-          idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
-        p.body = Out(e, p, "i", In(e, p, 0, idx));
-        OP_RETURN_IF_ERROR(EmitMap(e, p, label));
-        offset += p.space[static_cast<size_t>(axis)];
-      }
-      return Status::Ok();
-    }
-    case OpKind::kGather: {
-      TensorId ind = node.inputs[1];
-      const auto &idims = e.Dims(ind);
-      size_t q = idims.size();
-      OP_ASSIGN_OR_RETURN(
-          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
-      size_t ax = static_cast<size_t>(axis);
-      std::vector<std::string> ic(coords.begin() + static_cast<long>(ax),
-                                  coords.begin() + static_cast<long>(ax + q));
-      m.inputs = {x, ind};
-      std::string dim = std::to_string(in[ax]);
-      std::string body = "long j = " + In(e, m, 1, Linear(ic, idims)) + "; if (j < 0) j += " + dim +
-                         "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
-      std::string idx = "0";
-      for (size_t d = 0; d < ax; d++)
-        idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
-      idx += " + (uint)j * " + std::to_string(in_strides[ax]);
-      for (size_t d = ax + 1; d < in.size(); d++)
-        idx += " + " + C(d + q - 1) + " * " + std::to_string(in_strides[d]);
-      m.body = body + Out(e, m, "i", In(e, m, 0, idx));
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kGatherElements: {
-      TensorId ind = node.inputs[1];
-      OP_ASSIGN_OR_RETURN(
-          int64_t axis, NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(in.size())));
-      size_t ax = static_cast<size_t>(axis);
-      m.inputs = {x, ind};
-      std::string dim = std::to_string(in[ax]);
-      std::string body = "long j = " + In(e, m, 1, "i") + "; if (j < 0) j += " + dim +
-                         "; j = clamp(j, (long)0, (long)" + dim + " - 1); ";
-      std::string idx = "0";
-      for (size_t d = 0; d < in.size(); d++)
-        idx += " + " + (d == ax ? std::string("(uint)j") : C(d)) + " * " +
-               std::to_string(in_strides[d]);
-      m.body = body + Out(e, m, "i", In(e, m, 0, idx));
-      return EmitMap(e, m, label);
-    }
+    case OpKind::kIdentity:
+      return l.Expand();
+    case OpKind::kTile:
+      return l.Tile();
+    case OpKind::kSlice:
+      return l.Slice();
+    case OpKind::kPad:
+      return l.Pad();
+    case OpKind::kConcat:
+      return l.Concat();
+    case OpKind::kSplit:
+      return l.Split();
+    case OpKind::kGather:
+      return l.Gather();
+    case OpKind::kGatherElements:
+      return l.GatherElements();
     case OpKind::kDepthToSpace:
-    case OpKind::kSpaceToDepth: {
-      if (r != 4)
-        return Unsupported(NodeWhere(node) + ": rank " + std::to_string(r));
-      int64_t b = node.attrs.Int("blocksize", 0);
-      if (b <= 0)
-        return InvalidArgument(label + ": blocksize " + std::to_string(b));
-      std::string B = std::to_string(b), Cin = std::to_string(in[1]);
-      std::string H = std::to_string(in[2]), W = std::to_string(in[3]);
-      std::string ic, ih, iw;
-      if (node.op == OpKind::kDepthToSpace) {
-        std::string Cout = std::to_string(m.space[1]);
-        std::string bh = "(c2 % " + B + ")", bw = "(c3 % " + B + ")";
-        ic = node.attrs.String("mode", "DCR") == "CRD"
-                 ? "(c1 * " + B + " * " + B + " + " + bh + " * " + B + " + " + bw + ")"
-                 : "((" + bh + " * " + B + " + " + bw + ") * " + Cout + " + c1)";
-        ih = "(c2 / " + B + ")";
-        iw = "(c3 / " + B + ")";
-      } else {
-        ic = "(c1 % " + Cin + ")";
-        ih = "(c2 * " + B + " + c1 / (" + Cin + " * " + B + "))";
-        iw = "(c3 * " + B + " + (c1 / " + Cin + ") % " + B + ")";
-      }
-      m.inputs = {x};
-      m.body =
-          Out(e, m, "i",
-              In(e, m, 0,
-                 "((c0 * " + Cin + " + " + ic + ") * " + H + " + " + ih + ") * " + W + " + " + iw));
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kTrilu: {
-      if (r < 2)
-        return InvalidArgument(label + ": rank " + std::to_string(r));
-      int64_t k = 0;
-      if (node.input(1) != kNoTensor) {
-        OP_ASSIGN_OR_RETURN(auto kv, ints_of(node.input(1), "k"));
-        if (!kv.empty())
-          k = kv[0];
-      }
-      bool upper = node.attrs.Int("upper", 1) != 0;
-      std::string diff = "((long)" + C(r - 1) + " - (long)" + C(r - 2) + ")";
-      std::string keep = diff + (upper ? " >= " : " <= ") + std::to_string(k);
-      m.inputs = {x};
-      m.body = Out(e, m, "i", "(" + keep + ") ? " + In(e, m, 0, "i") + " : 0");
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kCumSum: {
-      OP_ASSIGN_OR_RETURN(auto av, ints_of(node.input(1), "axis"));
-      if (av.empty())
-        return InvalidArgument(label + ": empty axis");
-      OP_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(av[0], static_cast<int64_t>(r)));
-      size_t ax = static_cast<size_t>(axis);
-      bool excl = node.attrs.Int("exclusive", 0) != 0, rev = node.attrs.Int("reverse", 0) != 0;
-      bool fl = IsFloatTag(e.Tag(x));
-      m.inputs = {x};
-      std::string c = C(ax), st = std::to_string(in_strides[ax]), n = std::to_string(in[ax]);
-      std::string lo = rev ? (excl ? "(int)" + c + " + 1" : "(int)" + c) : "0";
-      std::string hi = rev ? n : (excl ? "(int)" + c : "(int)" + c + " + 1");
-      m.body = std::string(fl ? "float" : "long") + " acc = 0; const int base = (int)i - (int)" +
-               c + " * " + st + "; for (int j = " + lo + "; j < " + hi +
-               "; j++) acc += " + In(e, m, 0, "base + j * " + st) + "; " + Out(e, m, "i", "acc");
-      return EmitMap(e, m, label);
-    }
-    case OpKind::kDropout: {
-      // Output 0 aliases the input (no kernel); the mask, if used, is all true.
-      if (node.outputs.size() > 1 && node.outputs[1] != kNoTensor) {
-        MapKernel mk;
-        mk.output = node.outputs[1];
-        mk.space = e.Dims(mk.output);
-        mk.body = Out(e, mk, "i", "1");
-        return EmitMap(e, mk, label);
-      }
-      return Status::Ok();
-    }
+    case OpKind::kSpaceToDepth:
+      return l.DepthSpace();
+    case OpKind::kTrilu:
+      return l.Trilu();
+    case OpKind::kCumSum:
+      return l.CumSum();
+    case OpKind::kDropout:
+      return l.Dropout();
     default:
       break;
   }
-  return Internal(label + " is not an index map");
+  return Internal(node.Describe() + " is not an index map");
 }
 
 }  // namespace op::nn::gen

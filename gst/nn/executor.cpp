@@ -266,6 +266,13 @@ StatusOr<std::vector<Tensor>> Executor::RunHost(cl::Queue &queue,
       host_outputs_.push_back(std::move(h));
     }
   }
+  for (const Tensor &t : inputs) {
+    bool known = false;
+    for (const TensorDesc &d : m.inputs)
+      known = known || d.name == t.name;
+    if (!known)
+      return InvalidArgument("the model has no input '" + t.name + "'");
+  }
   std::vector<cl::EventHandle> writes;
   cl::EventList wait;
   for (size_t i = 0; i < m.inputs.size(); i++) {

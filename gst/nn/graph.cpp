@@ -538,6 +538,23 @@ Status Graph::Validate() const {
   return Status::Ok();
 }
 
+void Graph::RemoveNodes(const std::vector<bool> &gone) {
+  std::vector<Node> kept;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    if (k >= gone.size() || !gone[k])
+      kept.push_back(std::move(nodes[k]));
+  nodes = std::move(kept);
+}
+
+void Graph::ReplaceNodes(const std::vector<int> &absorbed, Node fused) {
+  const int last = *std::max_element(absorbed.begin(), absorbed.end());
+  std::vector<bool> gone(nodes.size(), false);
+  for (int a : absorbed)
+    gone[static_cast<size_t>(a)] = a != last;
+  nodes[static_cast<size_t>(last)] = std::move(fused);
+  RemoveNodes(gone);
+}
+
 void Graph::RemoveDeadCode() {
   // Walk backwards from the outputs: a node lives if any output is needed.
   std::vector<bool> needed(tensors.size(), false);
@@ -557,11 +574,8 @@ void Graph::RemoveDeadCode() {
   }
   for (TensorId i : inputs)
     needed[static_cast<size_t>(i)] = true;  // inputs stay, even unused
-  std::vector<Node> kept;
-  for (size_t k = 0; k < nodes.size(); ++k)
-    if (keep[k])
-      kept.push_back(std::move(nodes[k]));
-  nodes = std::move(kept);
+  keep.flip();
+  RemoveNodes(keep);
   // Outputs of kept nodes that nobody reads are still written; keep those tensors too.
   for (const Node &n : nodes)
     for (TensorId o : n.outputs)

@@ -22,7 +22,7 @@
 #include <variant>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::nn {
 
@@ -229,6 +229,14 @@ struct Graph {
   Status Validate() const;
   // Removes nodes whose outputs nobody reads and tensors nobody refers to; renumbers ids.
   void RemoveDeadCode();
+
+  // The one way passes drop nodes: removes every node marked in `gone` (one flag per node),
+  // keeping the order of the rest. Tensors stay (RemoveDeadCode drops unused ones).
+  void RemoveNodes(const std::vector<bool> &gone);
+  // Rewrites a group of nodes into one: `fused` takes the place of the last node in `absorbed`
+  // (indices into nodes; after all the group's inputs, so the order stays topological) and the
+  // other absorbed nodes are removed.
+  void ReplaceNodes(const std::vector<int> &absorbed, Node fused);
 };
 
 }  // namespace op::nn

@@ -4,6 +4,7 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -137,6 +138,10 @@ Status CheckTensor(const TensorDesc &t, const char *what) {
     n *= d;
   }
   int64_t last = t.dims.empty() ? 1 : t.dims.back();
+  for (size_t i = 0; i < t.slices.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (t.slices[i].name == t.slices[j].name)
+        return Corrupt(where + " has two slices named '" + t.slices[i].name + "'");
   for (const OutputSlice &s : t.slices)
     if (s.start < 0 || s.end < s.start || s.end > last)
       return Corrupt(where + " has slice '" + s.name + "' [" + std::to_string(s.start) + ", " +
@@ -217,7 +222,9 @@ Status ValidateModel(const CompiledModel &m) {
         im.offset > m.weights.size() || im.ByteSize() > m.weights.size() - im.offset)
       return Corrupt("weight image " + std::to_string(i) + " leaves the weights");
   }
-  std::vector<bool> output_written(m.outputs.size(), false);
+  // The byte ranges kernels write of each output: together they must cover it, else the
+  // caller would read what no kernel wrote.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> output_written(m.outputs.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
     const KernelDesc &kd = m.kernels[k];
     std::string where = "kernel " + std::to_string(k) + " (" + kd.label + ")";
@@ -267,7 +274,6 @@ Status ValidateModel(const CompiledModel &m) {
           if (b.index >= m.outputs.size())
             return Corrupt(awhere + " refers to output " + std::to_string(b.index));
           limit = m.outputs[b.index].ByteSize();
-          output_written[b.index] = true;
           break;
       }
       uint32_t e = b.element_bytes;
@@ -282,11 +288,28 @@ Status ValidateModel(const CompiledModel &m) {
         return Corrupt(awhere + " (" + std::to_string(b.size) + " bytes at " +
                        std::to_string(b.offset) + ") leaves the " + BufferKindName(b.kind) +
                        " buffer of " + std::to_string(limit) + " bytes");
+      if (b.kind == BufferKind::kOutput)
+        output_written[b.index].emplace_back(b.offset, b.offset + b.size);
     }
   }
-  for (size_t o = 0; o < m.outputs.size(); o++)
-    if (!output_written[o] && m.outputs[o].ByteSize() != 0)
+  for (size_t o = 0; o < m.outputs.size(); o++) {
+    const uint64_t bytes = m.outputs[o].ByteSize();
+    if (bytes == 0)
+      continue;
+    auto &ranges = output_written[o];
+    if (ranges.empty())
       return Corrupt("no kernel writes output '" + m.outputs[o].name + "'");
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t covered = 0;
+    for (const auto &[begin, end] : ranges) {
+      if (begin > covered)
+        break;
+      covered = std::max(covered, end);
+    }
+    if (covered < bytes)
+      return Corrupt("output '" + m.outputs[o].name + "' is " + std::to_string(bytes) +
+                     " bytes, its kernels write only the first " + std::to_string(covered));
+  }
   return Status::Ok();
 }
 

@@ -1,8 +1,10 @@
 // ONNX → graph IR (see onnx_import.h).
 #include "nn/onnx_import.h"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -33,8 +35,11 @@ StatusOr<std::string> ReadFile(const std::string &path) {
   return ss.str();
 }
 
-// Reads the external-data range of a tensor, refusing locations outside base_dir.
-StatusOr<std::string> ReadExternal(const onnx::TensorProto &tp, const std::string &base_dir) {
+// Reads the external-data range of a tensor, refusing locations outside base_dir, anything but
+// a regular file (a folder, a FIFO that would block the load for ever, a device) and a range
+// other than the `expected` bytes its shape needs.
+StatusOr<std::string> ReadExternal(const onnx::TensorProto &tp, const std::string &base_dir,
+                                   size_t expected) {
   std::string location;
   int64_t offset = 0, length = -1;
   const std::string what = "tensor '" + tp.name() + "': external data";
@@ -43,8 +48,9 @@ StatusOr<std::string> ReadExternal(const onnx::TensorProto &tp, const std::strin
       location = kv.value();
     if (kv.key() == "offset" || kv.key() == "length") {
       char *end = nullptr;
+      errno = 0;
       long long v = std::strtoll(kv.value().c_str(), &end, 10);
-      if (kv.value().empty() || *end != '\0' || v < 0)
+      if (kv.value().empty() || *end != '\0' || v < 0 || errno == ERANGE)
         return Corrupt(what + " " + kv.key() + " '" + kv.value() + "' is not a number");
       (kv.key() == "offset" ? offset : length) = v;
     }
@@ -66,17 +72,27 @@ StatusOr<std::string> ReadExternal(const onnx::TensorProto &tp, const std::strin
   }
   if (ec || b != base.end() || f == full.end())
     return InvalidArgument(what + " location '" + location + "' leaves the model's folder");
+  const fs::file_status st = fs::status(full, ec);
+  if (ec || !fs::exists(st))
+    return NotFound(what + " file '" + location + "' cannot be opened");
+  if (!fs::is_regular_file(st))
+    return InvalidArgument(what + " location '" + location + "' is not a regular file");
   std::ifstream in(full, std::ios::binary);
   if (!in)
     return NotFound(what + " file '" + location + "' cannot be opened");
   in.seekg(0, std::ios::end);
   const int64_t size = in.tellg();
+  if (size < 0)
+    return IoError(what + " file '" + location + "' has no size");
   if (offset < 0 || offset > size)
     return Corrupt(what + " offset is past the end of its file");
   if (length < 0)
     length = size - offset;
-  if (offset + length > size)
+  if (length > size - offset)  // not offset + length: both may be near 2^63
     return Corrupt(what + " range is past the end of its file");
+  if (static_cast<uint64_t>(length) != expected)
+    return Corrupt(what + " has " + std::to_string(length) + " bytes, its shape needs " +
+                   std::to_string(expected));
   std::string out(static_cast<size_t>(length), '\0');
   in.seekg(offset);
   in.read(out.data(), length);
@@ -111,7 +127,7 @@ StatusOr<Tensor> ConvertTensor(const onnx::TensorProto &tp, const std::string &b
   // shape cannot ask for terabytes.
   Bytes bytes;
   if (tp.data_location() == onnx::TensorProto_DataLocation_EXTERNAL) {
-    OP_ASSIGN_OR_RETURN(std::string raw, ReadExternal(tp, base_dir));
+    OP_ASSIGN_OR_RETURN(std::string raw, ReadExternal(tp, base_dir, nbytes));
     if (raw.size() != nbytes)
       return count_error(raw.size() / std::max<size_t>(esize, 1));
     bytes.assign(raw.begin(), raw.end());
@@ -326,6 +342,18 @@ struct Importer {
       if (!OpFromName(n.op_type(), &node.op))
         return Unsupported("node '" + label + "': unsupported op " + n.op_type() + " (opset " +
                            std::to_string(opset) + ")");
+      // Input and output counts as ONNX's schema of the op at this opset allows them (what
+      // onnxruntime checks at load): a node without outputs or with surplus inputs is refused.
+      if (n.output_size() == 0 || n.output(0).empty())
+        return Corrupt("node '" + label + "' (" + n.op_type() + ") has no output");
+      if (const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "")) {
+        if (n.input_size() > schema->max_input() || n.output_size() > schema->max_output())
+          return InvalidArgument(
+              "node '" + label + "' (" + n.op_type() + ") has " + std::to_string(n.input_size()) +
+              " inputs and " + std::to_string(n.output_size()) + " outputs, opset " +
+              std::to_string(opset) + " allows at most " + std::to_string(schema->max_input()) +
+              " and " + std::to_string(schema->max_output()));
+      }
       node.name = n.name();
       node.opset = opset;
       for (const auto &a : n.attribute()) {

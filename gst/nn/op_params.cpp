@@ -152,6 +152,11 @@ StatusOr<WindowParams> GetWindowParams(const Node &node, const Inputs &in) {
     }
     if (auto_pad == "VALID")
       p.pads_begin[i] = p.pads_end[i] = 0;
+    // onnxruntime refuses a pool window that could lie wholly in the padding.
+    if (!conv && (p.pads_begin[i] >= p.kernel[i] || p.pads_end[i] >= p.kernel[i]))
+      return Bad(node, "pads (" + std::to_string(p.pads_begin[i]) + ", " +
+                           std::to_string(p.pads_end[i]) + ") must be smaller than the kernel " +
+                           std::to_string(p.kernel[i]));
     const int64_t span = in_d + p.pads_begin[i] + p.pads_end[i] - k;
     if (span < 0)
       return Bad(node, "window " + std::to_string(k) + " is larger than the padded input");
@@ -208,6 +213,8 @@ StatusOr<SliceParams> GetSliceParams(const Node &node, const Inputs &in) {
     const int64_t dim = xs[*ax], step = steps[i];
     if (step == 0)
       return Bad(node, "a step of 0");
+    if (step == std::numeric_limits<int64_t>::min())
+      return Bad(node, "a step of INT64_MIN (its negation overflows)");
     int64_t st = starts[i], en = ends[i];
     if (st < 0)
       st = std::max<int64_t>(st, -dim) + dim;
@@ -425,6 +432,9 @@ StatusOr<ResizeParams> GetResizeParams(const Node &node, const Inputs &in) {
     if (sizes->size() != r)
       return Bad(node, "sizes must have one value per dim");
     for (size_t i = 0; i < r; ++i) {
+      if ((*sizes)[i] < 1)
+        return Bad(node, "sizes must be positive (dim " + std::to_string(i) + " is " +
+                             std::to_string((*sizes)[i]) + ")");
       p.out_dims[i] = (*sizes)[i];
       p.scales[i] = static_cast<double>((*sizes)[i]) / static_cast<double>(xs[i]);
     }

@@ -73,27 +73,11 @@ double ScalarValue(const Tensor &t) {
 }  // namespace
 
 Status FoldConstants(Graph &graph) {
-  std::vector<Node> kept;
-  for (Node &n : graph.nodes) {
-    bool all_const = !n.inputs.empty();
-    for (TensorId id : n.inputs)
-      if (id != kNoTensor && !graph.tensor(id).is_constant())
-        all_const = false;
-    if (!all_const) {
-      kept.push_back(std::move(n));
-      continue;
-    }
-    std::vector<const Tensor *> in;
-    for (TensorId id : n.inputs)
-      in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
-    auto vals = EvaluateNode(n, in);
-    if (!vals.ok())
-      return Status(vals.status()).Prepend("constant folding");
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (n.outputs[i] != kNoTensor)
-        graph.tensor(n.outputs[i]).data = (*vals)[i].data;
+  std::vector<bool> gone(graph.nodes.size(), false);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    OP_ASSIGN_OR_RETURN(gone[k], FoldNode(graph, graph.nodes[k]));
   }
-  graph.nodes = std::move(kept);
+  graph.RemoveNodes(gone);
   return Status::Ok();
 }
 
@@ -371,14 +355,8 @@ Status FuseConvGemm(Graph &graph) {
       fused.attrs.Set("beta", 1.f);
     }
     fused.outputs = {cur};
-    // The fused node takes the place of the last absorbed node, after all its inputs.
-    const int last = *std::max_element(absorbed.begin(), absorbed.end());
-    graph.nodes[static_cast<size_t>(last)] = fused;
     absorbed.push_back(static_cast<int>(k));
-    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
-    for (int a : absorbed)
-      if (a != last)
-        graph.nodes.erase(graph.nodes.begin() + a);
+    graph.ReplaceNodes(absorbed, std::move(fused));
     --k;  // the node now at k was after the conv; look at it again
   }
   return Status::Ok();
@@ -584,12 +562,7 @@ Status FuseLayerNormalization(Graph &graph) {
     ln.outputs = {cur};
     ln.attrs.Set("axis", axis);
     ln.attrs.Set("epsilon", static_cast<float>(eps));
-    const int last = *std::max_element(absorbed.begin(), absorbed.end());
-    graph.nodes[static_cast<size_t>(last)] = ln;
-    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
-    for (int a : absorbed)
-      if (a != last)
-        graph.nodes.erase(graph.nodes.begin() + a);
+    graph.ReplaceNodes(absorbed, std::move(ln));
     k = static_cast<size_t>(-1);  // indices moved; start over (rare, cheap)
   }
   return Status::Ok();
@@ -693,12 +666,7 @@ Status FuseElementwiseChains(Graph &graph) {
     chain.attrs.Set("swap", swap);
     chain.attrs.Set("step_alpha", alpha);
     chain.attrs.Set("step_beta", beta);
-    const int last = *std::max_element(absorbed.begin(), absorbed.end());
-    graph.nodes[static_cast<size_t>(last)] = chain;
-    std::sort(absorbed.begin(), absorbed.end(), std::greater<int>());
-    for (int a : absorbed)
-      if (a != last)
-        graph.nodes.erase(graph.nodes.begin() + a);
+    graph.ReplaceNodes(absorbed, std::move(chain));
     --k;
   }
   return Status::Ok();
@@ -752,11 +720,7 @@ Status FuseChainIntoEpilogue(Graph &graph) {
     p.outputs[0] = chain.outputs[0];
     gone[k] = true;
   }
-  std::vector<Node> kept;
-  for (size_t k = 0; k < graph.nodes.size(); ++k)
-    if (!gone[k])
-      kept.push_back(std::move(graph.nodes[k]));
-  graph.nodes = std::move(kept);
+  graph.RemoveNodes(gone);
   return Status::Ok();
 }
 

@@ -52,6 +52,7 @@ namespace {
 // The values a slices pickle can build.
 struct Value {
   enum Kind { kNone, kInt, kStr, kTuple, kDict, kSliceClass, kSlice, kMark } kind = kNone;
+  int depth = 1;  // tuples: 1 + the deepest item (values are destroyed recursively)
   int64_t i = 0;
   std::string s;
   std::vector<std::shared_ptr<Value>> items;                         // tuple
@@ -158,7 +159,9 @@ class Unpickler {
 
  private:
   Status Need(size_t n) {
-    if (pos_ + n > d_.size())
+    // pos_ <= size always; a length from the file may be anything up to 2^64 - 1, so compare
+    // without adding (pos_ + n would wrap).
+    if (n > d_.size() - pos_)
       return Corrupt("pickle: truncated inside an opcode's argument");
     return Status::Ok();
   }
@@ -214,9 +217,28 @@ class Unpickler {
     return InvalidArgument("pickle: refusing GLOBAL " + module + "." + name +
                            " (only builtins.slice is allowed)");
   }
+  // A tuple of `items`, refused past kMaxPickleDepth levels or when it would hold a dict (a
+  // dict inside a tuple could later be filled with that tuple: a cycle, or a chain of any depth).
+  Status PushTuple(std::vector<VP> items) {
+    auto v = std::make_shared<Value>();
+    v->kind = Value::kTuple;
+    for (const VP &item : items) {
+      if (item->kind == Value::kDict)
+        return InvalidArgument("pickle: a dict inside a tuple (output_slices has none)");
+      v->depth = std::max(v->depth, item->depth + 1);
+    }
+    if (v->depth > kMaxPickleDepth)
+      return InvalidArgument("pickle: tuples nested deeper than the limit of " +
+                             std::to_string(kMaxPickleDepth) + " levels");
+    v->items = std::move(items);
+    stack_.push_back(v);
+    return Status::Ok();
+  }
   Status SetItem(const VP &dict, const VP &key, const VP &value) {
     if (dict->kind != Value::kDict)
       return Corrupt("pickle: SETITEM on a non-dict");
+    if (value->kind == Value::kDict)
+      return InvalidArgument("pickle: a dict as a dict value (output_slices has none)");
     if (key->kind != Value::kStr)
       return InvalidArgument(std::string("pickle: dict key is a ") + KindName(key->kind) +
                              ", expected str");
@@ -326,22 +348,16 @@ class Unpickler {
       case 0x85:
       case 0x86:
       case 0x87: {  // TUPLE1..3
-        auto v = std::make_shared<Value>();
-        v->kind = Value::kTuple;
+        std::vector<VP> items;
         for (int k = 0; k < op - 0x84; ++k) {
           OP_ASSIGN_OR_RETURN(VP item, Pop());
-          v->items.insert(v->items.begin(), item);
+          items.insert(items.begin(), item);
         }
-        stack_.push_back(v);
-        return Status::Ok();
+        return PushTuple(std::move(items));
       }
       case 't': {  // TUPLE
         OP_ASSIGN_OR_RETURN(auto items, PopToMark());
-        auto v = std::make_shared<Value>();
-        v->kind = Value::kTuple;
-        v->items = std::move(items);
-        stack_.push_back(v);
-        return Status::Ok();
+        return PushTuple(std::move(items));
       }
       case 's': {  // SETITEM
         OP_ASSIGN_OR_RETURN(VP value, Pop());
@@ -420,6 +436,9 @@ class Unpickler {
 }  // namespace
 
 StatusOr<std::vector<OutputSlice>> UnpickleSlices(const std::string &pickle) {
+  if (pickle.size() > kMaxPickleBytes)
+    return InvalidArgument("pickle: " + std::to_string(pickle.size()) +
+                           " bytes, above the limit of " + std::to_string(kMaxPickleBytes));
   Unpickler u(pickle);
   OP_ASSIGN_OR_RETURN(VP root, u.Run());
   if (root->kind != Value::kDict)
@@ -427,6 +446,9 @@ StatusOr<std::vector<OutputSlice>> UnpickleSlices(const std::string &pickle) {
                            ", expected dict");
   std::vector<OutputSlice> out;
   for (const auto &[name, v] : root->dict) {
+    for (const OutputSlice &seen : out)
+      if (seen.name == name)
+        return InvalidArgument("pickle: slice '" + name + "' is named twice");
     if (v->kind != Value::kSlice)
       return InvalidArgument("pickle: value of '" + name + "' is a " + KindName(v->kind) +
                              ", expected slice");

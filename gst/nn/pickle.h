@@ -12,11 +12,16 @@
 
 namespace op::nn {
 
+// Limits no real `output_slices` value meets (they are a few hundred bytes, two levels deep).
+constexpr size_t kMaxPickleBytes = size_t{1} << 20;
+constexpr int kMaxPickleDepth = 32;
+
 // Standard base64 (RFC 4648, '=' padding, whitespace ignored).
 StatusOr<std::string> DecodeBase64(const std::string &text);
 
 // Decodes a pickle of dict[str, slice(int, int, None)] into slices (sorted by start). A slice
-// with a step, a negative or None bound, or start > end is refused.
+// with a step, a negative or None bound, start > end or a name used twice is refused, and so is
+// a pickle above kMaxPickleBytes or with tuples nested deeper than kMaxPickleDepth.
 StatusOr<std::vector<OutputSlice>> UnpickleSlices(const std::string &pickle);
 
 // Both of the above: the value of the `output_slices` metadata key.

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 namespace op::nn {
 

@@ -8,8 +8,9 @@
 #include <limits>
 #include <unordered_map>
 
+#include "nn/op_types.h"
 #include "nn/reference_ops.h"
-#include "nn/shape_inference.h"
+#include "nn_op_cases.h"
 
 namespace op::nn {
 namespace ref {
@@ -745,6 +746,15 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     if (t && !t->is_constant())
       return Internal(n.Describe() + ": an input has no value");
   OP_ASSIGN_OR_RETURN(std::vector<Tensor> out, InferOutputTypes(n, in));
+  // Every value the interpreter makes, and so every folded constant, is allocated here: a
+  // model cannot make it allocate more than kMaxReferenceValueBytes for one value.
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].dtype != DType::kUndefined && out[i].ByteSize() > kMaxReferenceValueBytes)
+      return InvalidArgument(n.Describe() + ": output " + std::to_string(i) + " " +
+                             out[i].shape.ToString() + " would be " +
+                             std::to_string(out[i].ByteSize()) +
+                             " bytes, above the reference interpreter's limit of " +
+                             std::to_string(kMaxReferenceValueBytes) + " per value");
   for (size_t i = 0; i < out.size(); ++i)
     if (out[i].dtype != DType::kUndefined)
       out[i] = NewValue(out[i].dtype, out[i].shape);
@@ -754,75 +764,24 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
       std::memcpy(Mut(out[0]).data(), x->data->data(), x->ByteSize());
   };
   switch (n.op) {
-    case OpKind::kSqrt:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kReciprocal:
-    case OpKind::kRelu:
-    case OpKind::kLeakyRelu:
-    case OpKind::kElu:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kTanh:
-    case OpKind::kErf:
-    case OpKind::kSoftplus:
-    case OpKind::kFloor:
-    case OpKind::kCeil:
-    case OpKind::kRound:
-    case OpKind::kSign:
-    case OpKind::kSin:
-    case OpKind::kCos:
-    case OpKind::kTan:
-    case OpKind::kAsin:
-    case OpKind::kAcos:
-    case OpKind::kAtan:
-    case OpKind::kSinh:
-    case OpKind::kCosh:
-    case OpKind::kAsinh:
-    case OpKind::kAcosh:
-    case OpKind::kAtanh:
-    case OpKind::kSelu:
-    case OpKind::kCelu:
-    case OpKind::kSoftsign:
-    case OpKind::kThresholdedRelu:
-    case OpKind::kShrink:
-    case OpKind::kNot:
-    case OpKind::kIsNaN:
-    case OpKind::kIsInf:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kEqual:
-    case OpKind::kLess:
-    case OpKind::kGreater:
-    case OpKind::kGreaterOrEqual:
-    case OpKind::kLessOrEqual:
-    case OpKind::kAnd:
-    case OpKind::kOr:
-    case OpKind::kXor:
-    case OpKind::kMod:
-    case OpKind::kPRelu:
-    case OpKind::kMin:
-    case OpKind::kMax:
-    case OpKind::kSum:
-    case OpKind::kMean:
-      Elementwise(n, in, out[0]);
+    case NN_UNARY_OPS:
+    case NN_BINARY_OPS:
+    case NN_VARIADIC_OPS:
+      if (n.op == OpKind::kIdentity) {
+        copy_x();
+      } else if (n.op == OpKind::kClip) {
+        // The bounds are attributes before opset 11, inputs after.
+        OP_ASSIGN_OR_RETURN(auto bounds, GetClipBounds(n, in));
+        UnaryParams p;
+        p.alpha = bounds.first;
+        p.beta = bounds.second;
+        for (size_t i = 0; i < static_cast<size_t>(x->shape.NumElements()); ++i)
+          SetReal(Mut(out[0]), out[0].dtype, i,
+                  ApplyUnary(OpKind::kClip, GetReal(*x, i), p, x->dtype));
+      } else {
+        Elementwise(n, in, out[0]);
+      }
       break;
-    case OpKind::kClip: {
-      OP_ASSIGN_OR_RETURN(auto bounds, GetClipBounds(n, in));
-      UnaryParams p;
-      p.alpha = bounds.first;
-      p.beta = bounds.second;
-      for (size_t i = 0; i < static_cast<size_t>(x->shape.NumElements()); ++i)
-        SetReal(Mut(out[0]), out[0].dtype, i,
-                ApplyUnary(OpKind::kClip, GetReal(*x, i), p, x->dtype));
-      break;
-    }
     case OpKind::kWhere: {
       std::vector<std::vector<int64_t>> offs;
       for (int k = 0; k < 3; ++k)
@@ -839,7 +798,6 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     case OpKind::kElementwiseChain:
       OP_RETURN_IF_ERROR(RunChain(n, in, out[0]));
       break;
-    case OpKind::kIdentity:
     case OpKind::kReshape:
     case OpKind::kFlatten:
     case OpKind::kSqueeze:
@@ -927,18 +885,7 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     case OpKind::kResize:
       OP_RETURN_IF_ERROR(RunResize(n, in, out));
       break;
-    case OpKind::kReduceMean:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kReduceL1:
-    case OpKind::kReduceL2:
-    case OpKind::kReduceSumSquare:
-    case OpKind::kReduceLogSum:
-    case OpKind::kReduceLogSumExp:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin:
+    case NN_REDUCE_OPS:
       OP_RETURN_IF_ERROR(RunReduce(n, in, out));
       break;
     case OpKind::kSoftmax:

@@ -10,6 +10,11 @@
 
 namespace op::nn {
 
+// The largest value (one tensor) the interpreter makes: 256 MiB, far above any real network's
+// activations and constants, far below what a hostile ConstantOfShape or Range can ask for.
+// Constant folding goes through EvaluateNode, so this bounds every folded constant too.
+constexpr uint64_t kMaxReferenceValueBytes = uint64_t{256} << 20;
+
 // Runs the whole graph. `inputs` are matched to graph inputs by name (Tensor.name, dtype,
 // shape, data); every graph input needs one, of the declared dtype and a static shape equal to
 // the declared one (after shape inference) or compatible with it (before). Returns the outputs

@@ -21,15 +21,16 @@ Status ParseShapeBinding(const std::string &option, ShapeBindings *bindings);
 // ...) fold away. On success every tensor has a static shape. Errors name the node and reason.
 Status InferShapes(Graph &graph, const ShapeBindings &bindings = {});
 
-// The output dtypes and shapes of a node from its inputs (dtype and static shape; data where
-// an input carries parameters). One entry per node output (an absent optional output gets
-// kUndefined). Shared by InferNode and the reference interpreter.
-StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &node,
-                                               const std::vector<const Tensor *> &inputs);
-
 // Infers the output dtypes and shapes of one node from its inputs' (which must be static);
 // constant inputs that determine shapes (Reshape's shape, Slice's starts, ...) must be constant.
 // Used by InferShapes and by passes that build new nodes.
 Status InferNode(Graph &graph, const Node &node);
+
+// Folds one typed node whose values are known now: every input constant (evaluated by the
+// reference interpreter), or Shape/Size of a statically shaped input. Writes the data of the
+// node's outputs, which become constants, and returns true; the caller removes the node. Returns
+// false, writing nothing, when a value depends on a graph input. Used by InferShapes and the
+// FoldConstants pass.
+StatusOr<bool> FoldNode(Graph &graph, const Node &node);
 
 }  // namespace op::nn

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "nn/op_params.h"
+#include "nn_op_cases.h"
 
 namespace op::nn {
 
@@ -80,18 +81,7 @@ int64_t NodeFlops(const Graph &g, const Node &n) {
                  : out * (int64_t{1} << (2 * std::min<size_t>(in[0]->shape.rank(), 4)));
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool:
-    case OpKind::kReduceMean:
-    case OpKind::kReduceSum:
-    case OpKind::kReduceMax:
-    case OpKind::kReduceMin:
-    case OpKind::kReduceProd:
-    case OpKind::kReduceL1:
-    case OpKind::kReduceL2:
-    case OpKind::kReduceSumSquare:
-    case OpKind::kReduceLogSum:
-    case OpKind::kReduceLogSumExp:
-    case OpKind::kArgMax:
-    case OpKind::kArgMin:
+    case NN_REDUCE_OPS:
     case OpKind::kCumSum:
     case OpKind::kHardmax:
       return x;

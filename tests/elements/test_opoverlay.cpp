@@ -2,7 +2,7 @@
 // truth land on the pixels the camera model puts them on; frames without their own prediction
 // are drawn with the last one (or none before the first); a model stream without anything to
 // draw is refused by name. The expected pixels are projected here by hand from K, V and R(rpy)
-// (contract §1-2), not with gst/drive's camera code that the element uses.
+// (docs/contract.md), not with gst/drive's camera code that the element uses.
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <glib/gstdio.h>
@@ -181,7 +181,7 @@ TEST(Overlay, StraightPathLandsOnTheProjectedPixels) {
 TEST(Overlay, LaneLineOpacityIsItsProbability) {
   Overlay o(true);
   // lane_lines: 4 lines × 33 points × (y, z) means, then the same of log-stds; the probs are
-  // 8 logits of which [1::2] are the lines' probabilities (contract §6).
+  // 8 logits of which [1::2] are the lines' probabilities (docs/contract.md).
   const size_t lanes = 528, probs = 8;
   std::vector<float> raw(lanes + probs, 0.0f);
   const float ys[4] = {-5.55f, -1.85f, 1.85f, 5.55f};

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Independent numpy reference for the output parser and message filler (contract §5, §6).
+"""Independent numpy reference for the output parser and message filler (docs/contract.md,
+"Parsing the outputs" and "Filling the messages").
 
 Writes OUT as lines `key count v0 v1 ...` (numbers) or `key = text` (strings). The C++ tests in
 test_parse_fill.cpp feed the same inputs through op::drive and compare. Written from the contract

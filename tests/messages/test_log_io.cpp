@@ -1,5 +1,5 @@
-// Wire framing, log files and the bridge ports (contract §7). capnp's own messageToFlatArray
-// is the oracle for the framing.
+// Wire framing, log files and the bridge ports (docs/contract.md, "Wire format"). capnp's own
+// messageToFlatArray is the oracle for the framing.
 #include <gtest/gtest.h>
 
 #include <bzlib.h>

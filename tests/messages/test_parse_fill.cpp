@@ -1,4 +1,4 @@
-// The output parser and message filler (contract §5, §6) against the independent numpy
+// The output parser and message filler (docs/contract.md) against the independent numpy
 // reference of reference.py (run at build time with the project venv) and against values
 // worked out by hand in the tests below.
 #include <gtest/gtest.h>

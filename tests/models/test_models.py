@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The committed reference models (models/*_small.onnx) keep openpilot's contract and run.
 
-Expectations are written out here from the contract page (openpilot-contract.md §3, §4) and from
-issue 5, not imported from the generator, so a generator bug cannot agree with itself.
+Expectations are written out here from docs/contract.md ("Vision network", "Policy network and
+temporal inputs") and from the runtime's op list (docs/runtime.md), not imported from the generator, so a generator bug cannot agree with itself.
 With --full, checks models/full/*_full.onnx instead and skips (exit 77) when they were not
 generated. Run by meson with the project venv's python.
 """
@@ -37,7 +37,7 @@ EXPECT = {
 }
 # Width of the trailing `pad` slice (the policy's output has none, as openpilot's).
 PAD = {"driving_vision": 24, "driving_policy": 0, "driving_supercombo": 24}
-# The runtime's op list (issue 5).
+# The runtime's op list (gst/nn/ops.def, docs/runtime.md).
 SUPPORTED = set("""Conv ConvTranspose Gemm MatMul Add Sub Mul Div Pow Sqrt Exp Log Neg Abs Reciprocal
 Relu LeakyRelu Elu Sigmoid HardSigmoid HardSwish Tanh Erf Softplus Clip Min Max Where Equal Less
 Greater Reshape Flatten Transpose Concat Split Slice Squeeze Unsqueeze Expand Tile Pad Gather Shape

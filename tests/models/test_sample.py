@@ -81,7 +81,7 @@ def decode(path, keep):
 
 
 def rot(rpy):
-    """Rz(yaw)·Ry(pitch)·Rx(roll), contract §2."""
+    """Rz(yaw)·Ry(pitch)·Rx(roll), as docs/contract.md states it."""
     r, p, y = rpy
     rx = np.array([[1, 0, 0], [0, math.cos(r), -math.sin(r)], [0, math.sin(r), math.cos(r)]])
     ry = np.array([[math.cos(p), 0, math.sin(p)], [0, 1, 0], [-math.sin(p), 0, math.cos(p)]])

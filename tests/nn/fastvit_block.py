@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Builds a FastViT-style block as ONNX with onnx.helper (no torch), the shapes of issue 4's
-"Must show": a grouped 7x7 stride-2 convolution with BatchNorm, GELU in its tanh form, then
+"""Builds a FastViT-style block as ONNX with onnx.helper (no torch), with the shapes the real
+vision network is reported to have (docs/contract.md, "Model variants"): a grouped 7x7 stride-2
+convolution with BatchNorm, GELU in its tanh form, then
 tokens through LayerNorm and two-head self-attention (MatMul, Softmax) with a residual, and a
 Gemm head. Used by test_opc.py (reference interpreter vs onnxruntime) and available to device
 tests.

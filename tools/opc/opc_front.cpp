@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "nn/npy.h"
 #include "nn/onnx_import.h"
@@ -187,8 +188,13 @@ int Run(const Args &args) {
   fs::create_directories(req.output_dir, ec);
   if (ec)
     return Fail(IoError(req.output_dir + ": cannot create (" + ec.message() + ")"));
+  std::set<std::string> used;  // two names that sanitise alike ("a/b", "a:b") get "-2", "-3"
   for (const Tensor &t : outputs) {
-    const std::string path = (fs::path(req.output_dir) / (FileName(t.name) + ".npy")).string();
+    std::string file = FileName(t.name);
+    for (int k = 2; used.count(file); ++k)
+      file = FileName(t.name) + "-" + std::to_string(k);
+    used.insert(file);
+    const std::string path = (fs::path(req.output_dir) / (file + ".npy")).string();
     Status st = WriteNpy(path, t);
     if (!st.ok())
       return Fail(st);

@@ -3,6 +3,7 @@
 // kernel, not queueing), its share of the run and its FLOP rate, then the same by kernel
 // template. This is the tool for deciding which kernel to optimise next; --source N prints the
 // generated source of launch N instead.
+#include <cerrno>
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -60,12 +61,18 @@ int Profile(const Args &args) {
       device = args[++i];
     } else if (a == "--precision") {
       precision = args[++i];
-    } else if (a == "--runs") {
-      runs = std::max(1, std::atoi(args[++i].c_str()));
-    } else if (a == "--source") {
-      show = std::atoi(args[++i].c_str());
-    } else if (a == "--top") {
-      top = std::max(1, std::atoi(args[++i].c_str()));
+    } else if (a == "--runs" || a == "--source" || a == "--top") {
+      // Whole numbers only: "abc" or "5x" is an error, not a silent default.
+      const std::string &v = args[++i];
+      char *end = nullptr;
+      errno = 0;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      const long lowest = a == "--source" ? 0 : 1;
+      if (v.empty() || *end != '\0' || errno == ERANGE || n < lowest || n > 1000000)
+        return Fail(op::InvalidArgument("profile: " + a + " '" + v +
+                                        "' is not a whole number from " + std::to_string(lowest) +
+                                        " to 1000000"));
+      (a == "--runs" ? runs : a == "--top" ? top : show) = static_cast<int>(n);
     } else if (a == "--shape") {
       Status st = nn::ParseShapeBinding(args[++i], &options.shapes);
       if (!st.ok())

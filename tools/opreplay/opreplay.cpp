@@ -408,7 +408,13 @@ int ParseArgs(int argc, char **argv, Options *o) {
     } else if (a == "--max-frames") {
       if (!value(&frames))
         return 2;
-      o->max_frames = g_ascii_strtoull(frames.c_str(), nullptr, 10);
+      guint64 n = 0;
+      if (!g_ascii_string_to_unsigned(frames.c_str(), 10, 1, G_MAXUINT64, &n, nullptr)) {
+        std::fprintf(stderr, "opreplay: --max-frames '%s' is not a positive whole number\n",
+                     frames.c_str());
+        return 2;
+      }
+      o->max_frames = n;
     } else if (a == "--v-ego" || a == "--lat-delay" || a == "--long-delay") {
       std::string text;
       if (!value(&text))

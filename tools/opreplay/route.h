@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "drive/camera.h"
 #include "route_state.h"
 

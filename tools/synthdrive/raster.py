@@ -36,7 +36,7 @@ FACE_LIGHT = {"rear": 0.80, "top": 1.00, "side_left": 0.90, "side_right": 0.62, 
 
 
 def rot_rpy(rpy):
-    """R(rpy) = Rz(yaw)·Ry(pitch)·Rx(roll) (contract §2), float64."""
+    """R(rpy) = Rz(yaw)·Ry(pitch)·Rx(roll) (docs/contract.md, "The warp"), float64."""
     r, p, y = rpy
     cr, sr, cp, sp, cy, sy = math.cos(r), math.sin(r), math.cos(p), math.sin(p), math.cos(y), math.sin(y)
     rx = np.array([[1, 0, 0], [0, cr, -sr], [0, sr, cr]])

@@ -29,7 +29,7 @@ import rlog  # noqa: E402
 import scene  # noqa: E402
 import variety  # noqa: E402
 
-WIDTH, HEIGHT = 1928, 1208  # tici (comma 3/3X) sensor, contract §1
+WIDTH, HEIGHT = 1928, 1208  # tici (comma 3/3X) sensor, docs/contract.md
 ROAD_FOCAL, WIDE_FOCAL = 2648.0, 567.0
 # The camera's known mounting error: small, non-zero, in all three axes (radians).
 CALIB_RPY = (0.012, 0.021, -0.016)

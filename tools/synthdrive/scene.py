@@ -18,7 +18,8 @@ import numpy as np
 FPS = 20
 LANE_WIDTH = 3.7
 # Three lanes; the ego car drives in the middle one, whose centre is the road's centre line.
-# The four lane lines openpilot predicts: far left, left, right, far right (contract §5).
+# The four lane lines openpilot predicts: far left, left, right, far right
+# (docs/contract.md, "Parsing the outputs").
 LANE_LINE_OFFSETS = (-1.5 * LANE_WIDTH, -0.5 * LANE_WIDTH, 0.5 * LANE_WIDTH, 1.5 * LANE_WIDTH)
 LANE_LINE_DASHED = (False, True, True, False)
 LINE_WIDTH = 0.15
@@ -29,7 +30,7 @@ CAMERA_HEIGHT = 1.22
 # Lead vehicle: a body and a cabin box (lead frame: x forward from the rear bumper, y right,
 # height above ground).
 LEAD_LENGTH, LEAD_WIDTH = 4.6, 1.84
-X_IDXS = [192.0 * (i / 32.0) ** 2 for i in range(33)]  # contract §6
+X_IDXS = [192.0 * (i / 32.0) ** 2 for i in range(33)]  # docs/contract.md, "Filling the messages"
 
 ROAD_STEP = 0.25  # m between samples of the centre line
 

@@ -1,4 +1,5 @@
-// The openpilot warp (contract §2): NV12 camera frame → one prepared 6×128×256 uint8 frame.
+// The openpilot warp (docs/contract.md, "The warp"): NV12 camera frame → one prepared 6×128×256
+// uint8 frame.
 //
 // Bit-exact with gst/drive/warp_reference.cpp: every product and sum is rounded to float32 in
 // the order written (no contraction into fused multiply-adds, and the host never passes

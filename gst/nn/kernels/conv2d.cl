@@ -92,14 +92,7 @@ __kernel void conv2d(__global const STYPE(TX) * x, uint x_off, W_PARAMS,
         break;
       const int yi = ((n * OC + oc) * OH + oh) * OW + ow;
       float v = acc[a][c] + bias;
-#if HAS_RES && !RES_AFTER
-      v += LOAD(TR, r, r_off + yi);
-#endif
-      v = ACT(v);
-#if HAS_RES && RES_AFTER
-      v += LOAD(TR, r, r_off + yi);
-#endif
-      STORE(TY, y, y_off + yi, v);
+      NN_STORE_EPILOGUE(v, yi, yi);
     }
   }
 }

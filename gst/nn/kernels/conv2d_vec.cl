@@ -4,8 +4,9 @@
 // weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Work-group
 // vectorisers have nothing to do: the work-item is already vector code.
 //
-// Same epilogue as conv2d.cl: y = ACT(conv + bias + res) or, with RES_AFTER, ACT(conv + bias)
-// + res. Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V);
+// Epilogue NN_STORE_EPILOGUE (nn_common.cl): y = ACT(conv + bias + res) or, with RES_AFTER,
+// ACT(conv + bias) + res.
+// Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V);
 // FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows);
 // HAS_BIAS HAS_RES RES_AFTER; ACT.
 // Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
@@ -123,14 +124,7 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
     for (int c = 0; c < (lanes == V ? V : lanes); c++) {
       const int yi = ybase + oc * (OH * OW) + c;
       float v = t[c] + bias;
-#if HAS_RES && !RES_AFTER
-      v += LOAD(TR, r, r_off + yi);
-#endif
-      v = ACT(v);
-#if HAS_RES && RES_AFTER
-      v += LOAD(TR, r, r_off + yi);
-#endif
-      STORE(TY, y, y_off + yi, v);
+      NN_STORE_EPILOGUE(v, yi, yi);
     }
   }
 }

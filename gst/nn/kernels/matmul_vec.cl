@@ -91,14 +91,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
 #if HAS_C
       v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n));
 #endif
-#if HAS_RES && !RES_AFTER
-      v += LOAD(TR, r, r_off + R_IDX(bt, m, n));
-#endif
-      v = ACT(v);
-#if HAS_RES && RES_AFTER
-      v += LOAD(TR, r, r_off + R_IDX(bt, m, n));
-#endif
-      STORE(TY, y, y_off + (bt * M + m) * N + n, v);
+      NN_STORE_EPILOGUE(v, R_IDX(bt, m, n), (bt * M + m) * N + n);
     }
   }
 }

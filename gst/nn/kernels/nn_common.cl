@@ -137,4 +137,17 @@ inline float nn_act_chain(float x0) NN_ACT_CHAIN
 #define ACT(x) nn_identity(x)
 #endif
 
+// The fused epilogue of conv2d, conv2d_vec, matmul and matmul_vec: v (the accumulated value with
+// its bias or C added) gets the residual at r[ri] before the activation ACT, or after it when
+// RES_AFTER, and goes to y[yi]. Those kernels name the residual r/r_off (storage TR) and the
+// output y/y_off (storage TY). HAS_RES = 0 reads no residual.
+#if HAS_RES && RES_AFTER
+#define NN_EPILOGUE(v, ri) (ACT(v) + LOAD(TR, r, r_off + (ri)))
+#elif HAS_RES
+#define NN_EPILOGUE(v, ri) ACT((v) + LOAD(TR, r, r_off + (ri)))
+#else
+#define NN_EPILOGUE(v, ri) ACT(v)
+#endif
+#define NN_STORE_EPILOGUE(v, ri, yi) STORE(TY, y, y_off + (yi), NN_EPILOGUE(v, ri))
+
 #endif  // NN_COMMON_CL
