@@ -10,7 +10,7 @@
 
 #include <gst/gst.h>
 
-#include "cl/status.h"
+#include "base/status.h"
 
 // The domain and code to post for `status` when the caller would post `domain`/`code`.
 void gst_op_status_error_code(const op::Status &status, GQuark domain, gint code,

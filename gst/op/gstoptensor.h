@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cl/cl.h"
-#include "cl/status.h"
+#include "base/status.h"
 
 enum class GstOpTensorType { kUint8, kInt64, kFloat16, kFloat32 };
 

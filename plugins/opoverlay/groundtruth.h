@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "drive/parse.h"
 
 namespace op::overlay {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "cl/status.h"
+#include "base/status.h"
 #include "drive/camera.h"
 
 namespace opreplay {
