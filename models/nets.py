@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-# Slices of the vision output, in openpilot's order, and of the policy output (contract §3, §4).
+# Slices of the vision output, in openpilot's order, and of the policy output (docs/contract.md: vision and policy networks).
 VISION_SLICES = [
     ("pose", 12), ("wide_from_device_euler", 6), ("road_transform", 12), ("lane_lines", 528),
     ("road_edges", 264), ("lane_lines_prob", 8), ("desire_pred", 32), ("meta", 55),

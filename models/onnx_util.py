@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-# The ops our runtime imports (issue 5); the generator refuses to write a model using others.
+# The ops our runtime imports (docs/runtime.md); the generator refuses to write a model using others.
 SUPPORTED_OPS = frozenset("""
 Conv ConvTranspose Gemm MatMul Add Sub Mul Div Pow Sqrt Exp Log Neg Abs Reciprocal Relu LeakyRelu
 Elu Sigmoid HardSigmoid HardSwish Tanh Erf Softplus Clip Min Max Where Equal Less Greater Reshape

@@ -477,7 +477,7 @@ static void DrawPrediction(op::overlay::Image &image, const op::overlay::Project
         z[i] = p.LaneLine(l, i, 1);
       }
       Colour c = kLaneColour;
-      // laneLineProbs = lane_lines_prob[1::2] (contract §6).
+      // laneLineProbs = lane_lines_prob[1::2] (docs/contract.md, filling the messages).
       c.alpha = layout.lane_lines_prob ? std::clamp(p.lane_lines_prob[2 * l + 1], 0.0f, 1.0f) : 1;
       DrawRibbon(image, projector, x, y, z, kIdxN, kLaneLineHalfWidth, 0.0, kMaxDrawDistance, c);
     }

@@ -1,4 +1,5 @@
-// Pairing the road (`img`) and wide (`big_img`) tensors by capture time (contract §1).
+// Pairing the road (`img`) and wide (`big_img`) tensors by capture time
+// (docs/contract.md, cameras and frames).
 //
 // openpilot's modeld receive loop, for each new main frame: a main frame less than 25 ms after
 // the wide frame of the previous pair is passed over (received, not used: the next main frame
