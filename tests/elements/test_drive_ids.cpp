@@ -110,6 +110,43 @@ std::string RunToEos(GstElement *pipeline) {
   return error;
 }
 
+// The small combined network from a road appsrc (tensor caps, format=time) to opmsgsink, with
+// the messages collected; stopped and released however the test ends.
+struct CombinedPipeline {
+  GstElement *pipeline = nullptr, *road = nullptr, *v = nullptr, *s = nullptr;
+  Collected c;
+
+  void Start(const std::string &sink_options) {
+    const std::string launch =
+        "appsrc name=road format=time ! opvision name=v precision=fp32 model=" +
+        Model("driving_supercombo_small.onnx") + " ! opmsgsink name=s emit-signals=true" +
+        sink_options;
+    GError *err = nullptr;
+    pipeline = gst_parse_launch(launch.c_str(), &err);
+    ASSERT_TRUE(pipeline && !err) << (err ? err->message : "?");
+    road = gst_bin_get_by_name(GST_BIN(pipeline), "road");
+    v = gst_bin_get_by_name(GST_BIN(pipeline), "v");
+    s = gst_bin_get_by_name(GST_BIN(pipeline), "s");
+    GstOpTensorInfo info;
+    info.tensors.push_back({"img", GstOpTensorType::kUint8, {1, 12, 128, 256}});
+    GstCaps *caps = gst_op_tensor_info_to_caps(info);
+    g_object_set(road, "caps", caps, nullptr);
+    gst_caps_unref(caps);
+    g_signal_connect(s, "message", G_CALLBACK(OnMessage), &c);
+    ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  }
+
+  ~CombinedPipeline() {
+    if (!pipeline)
+      return;
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+    for (GstElement *e : {road, v, s})
+      if (e)
+        gst_object_unref(e);
+    gst_object_unref(pipeline);
+  }
+};
+
 class DriveIdsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -212,24 +249,10 @@ TEST_F(DriveIdsTest, DriveWithFramesRemovedPublishesWhatModeldWould) {
   constexpr guint32 kCalibratedFrom = 30;
   const std::vector<ModeldFrame> want = Modeld(ids);
 
-  const std::string launch =
-      "appsrc name=road format=time ! opvision name=v precision=fp32 "
-      "model=" +
-      Model("driving_supercombo_small.onnx") + " ! opmsgsink name=s emit-signals=true";
-  GError *err = nullptr;
-  GstElement *pipeline = gst_parse_launch(launch.c_str(), &err);
-  ASSERT_TRUE(pipeline && !err) << (err ? err->message : "?");
-  GstElement *road = gst_bin_get_by_name(GST_BIN(pipeline), "road");
-  GstElement *v = gst_bin_get_by_name(GST_BIN(pipeline), "v");
-  GstElement *s = gst_bin_get_by_name(GST_BIN(pipeline), "s");
-  GstOpTensorInfo info;
-  info.tensors.push_back({"img", GstOpTensorType::kUint8, {1, 12, 128, 256}});
-  GstCaps *caps = gst_op_tensor_info_to_caps(info);
-  g_object_set(road, "caps", caps, nullptr);
-  gst_caps_unref(caps);
-  Collected c;
-  g_signal_connect(s, "message", G_CALLBACK(OnMessage), &c);
-  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  CombinedPipeline p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(""));
+  GstElement *pipeline = p.pipeline, *road = p.road, *v = p.v;
+  Collected &c = p.c;
 
   std::mt19937 rng(11);
   std::vector<uint8_t> bytes(12 * 128 * 256);
@@ -294,11 +317,6 @@ TEST_F(DriveIdsTest, DriveWithFramesRemovedPublishesWhatModeldWould) {
   }
   // The bursts leave a visible percentage (known value from the filter above).
   EXPECT_GT(last_perc, 1.0);
-
-  gst_element_set_state(pipeline, GST_STATE_NULL);
-  for (GstElement *e : {road, v, s})
-    gst_object_unref(e);
-  gst_object_unref(pipeline);
 }
 
 // modelExecutionTime is this frame's own device time: frames go in one at a time, and each
@@ -306,26 +324,10 @@ TEST_F(DriveIdsTest, DriveWithFramesRemovedPublishesWhatModeldWould) {
 // its timer's completion callbacks): n·mean_n − (n−1)·mean_(n−1). The first frame counts too
 // (no earlier frame has finished when it is submitted).
 TEST_F(DriveIdsTest, ModelExecutionTimeIsTheFramesOwnDeviceTime) {
-  const std::string launch =
-      "appsrc name=road format=time ! opvision name=v precision=fp32 "
-      "model=" +
-      Model("driving_supercombo_small.onnx") +
-      " ! opmsgsink name=s emit-signals=true timestamps=stream "
-      "services=modelV2";
-  GError *err = nullptr;
-  GstElement *pipeline = gst_parse_launch(launch.c_str(), &err);
-  ASSERT_TRUE(pipeline && !err) << (err ? err->message : "?");
-  GstElement *road = gst_bin_get_by_name(GST_BIN(pipeline), "road");
-  GstElement *v = gst_bin_get_by_name(GST_BIN(pipeline), "v");
-  GstElement *s = gst_bin_get_by_name(GST_BIN(pipeline), "s");
-  GstOpTensorInfo info;
-  info.tensors.push_back({"img", GstOpTensorType::kUint8, {1, 12, 128, 256}});
-  GstCaps *caps = gst_op_tensor_info_to_caps(info);
-  g_object_set(road, "caps", caps, nullptr);
-  gst_caps_unref(caps);
-  Collected c;
-  g_signal_connect(s, "message", G_CALLBACK(OnMessage), &c);
-  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  CombinedPipeline p;
+  ASSERT_NO_FATAL_FAILURE(p.Start(" timestamps=stream services=modelV2"));
+  GstElement *road = p.road, *v = p.v;
+  Collected &c = p.c;
 
   auto mean_ms = [&] {
     double ms = 0;
@@ -375,10 +377,6 @@ TEST_F(DriveIdsTest, ModelExecutionTimeIsTheFramesOwnDeviceTime) {
 
   GstFlowReturn ret = GST_FLOW_OK;
   g_signal_emit_by_name(road, "end-of-stream", &ret);
-  gst_element_set_state(pipeline, GST_STATE_NULL);
-  for (GstElement *e : {road, v, s})
-    gst_object_unref(e);
-  gst_object_unref(pipeline);
 }
 
 }  // namespace
