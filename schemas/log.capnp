@@ -98,7 +98,7 @@ struct Event {
     kalmanOdometryDEPRECATED @65 :Void;
     thumbnail @66 :Void;
     onroadEventsDEPRECATED @68 :Void;
-    carParams @69 :Void;
+    carParams @69 :CarParams;  # which() = 67
     driverCameraState @70 :FrameData;  # which() = 68
     driverMonitoringStateDEPRECATED @71 :Void;
     liveLocationKalmanDEPRECATED @72 :Void;
@@ -208,6 +208,74 @@ struct CarState {
   vEgo @1 :Float32;  # m/s
 }
 struct CarControl {}
+
+# The car's parameters (openpilot logs them once per route; its modeld reads them at start). Only
+# the longitudinal actuator delay is read; every ordinal before it is a placeholder of openpilot's
+# kind (Text, Bool, Float32, an enum as UInt16, lists and structs), so it lands where openpilot's
+# does: byte 100 (tests/messages/test_layout.cpp).
+struct CarParams {
+  reserved0 @0 :Text;
+  reserved1 @1 :Text;
+  reserved2 @2 :Bool;
+  reserved3 @3 :Bool;
+  reserved4 @4 :Bool;
+  reserved5 @5 :Bool;
+  reserved6 @6 :Bool;
+  reserved7 @7 :Float32;
+  reserved8 @8 :Float32;
+  reserved9 @9 :UInt16;  # an enum in openpilot
+  reserved10 @10 :Int16;
+  reserved11 @11 :List(Float32);
+  reserved12 @12 :List(Float32);
+  reserved13 @13 :List(Float32);
+  reserved14 @14 :List(Float32);
+  reserved15 @15 :List(Float32);
+  reserved16 @16 :List(Float32);
+  reserved17 @17 :Float32;
+  reserved18 @18 :Float32;
+  reserved19 @19 :Float32;
+  reserved20 @20 :Float32;
+  reserved21 @21 :Float32;
+  reserved22 @22 :Float32;
+  reserved23 @23 :Float32;
+  reserved24 @24 :Float32;
+  reserved25 @25 :Reserved;
+  reservedUnion :union {  # a union of structs in openpilot (its @67 member is not declared)
+    reserved26 @26 :Reserved;
+    reserved27 @27 :Reserved;
+    reserved40 @40 :Reserved;
+  }
+  reserved28 @28 :Bool;
+  reserved29 @29 :Float32;
+  reserved30 @30 :Bool;
+  reserved31 @31 :Bool;
+  reserved32 @32 :Float32;
+  reserved33 @33 :Float32;
+  reserved34 @34 :UInt16;  # an enum in openpilot
+  reserved35 @35 :Bool;
+  steerActuatorDelay @36 :Float32;  # s
+  reserved37 @37 :Bool;
+  reserved38 @38 :Text;
+  reserved39 @39 :Bool;
+  reserved41 @41 :Bool;
+  reserved42 @42 :UInt16;  # an enum in openpilot
+  reserved43 @43 :UInt16;  # an enum in openpilot
+  reserved44 @44 :List(Reserved);
+  reserved45 @45 :Float32;
+  reserved46 @46 :Bool;
+  reserved47 @47 :Float32;
+  reserved48 @48 :Reserved;
+  reserved49 @49 :UInt16;  # an enum in openpilot
+  reserved50 @50 :UInt16;  # an enum in openpilot
+  reserved51 @51 :Float32;
+  reserved52 @52 :Float32;
+  reserved53 @53 :Float32;
+  reserved54 @54 :Float32;
+  reserved55 @55 :Bool;
+  reserved56 @56 :Bool;
+  reserved57 @57 :Bool;
+  longitudinalActuatorDelay @58 :Float32;  # s, gas and brake
+}
 struct DriverMonitoringState {}
 
 struct LiveDelayData {

@@ -158,15 +158,11 @@ TEST(Layout, Event) {
 
   // The members we write or read, by name, ordinal and discriminant.
   const std::map<std::string, std::pair<unsigned, uint16_t>> used = {
-      {"roadCameraState", {2, 1}},
-      {"deviceState", {6, 5}},
-      {"liveCalibration", {19, 18}},
-      {"carState", {22, 21}},
-      {"carControl", {23, 22}},
-      {"cameraOdometry", {63, 62}},
-      {"driverMonitoringState", {151, 149}},
-      {"modelV2", {75, 73}},
-      {"drivingModelData", {128, 126}},
+      {"roadCameraState", {2, 1}},   {"deviceState", {6, 5}},
+      {"liveCalibration", {19, 18}}, {"carState", {22, 21}},
+      {"carControl", {23, 22}},      {"carParams", {69, 67}},
+      {"cameraOdometry", {63, 62}},  {"driverMonitoringState", {151, 149}},
+      {"modelV2", {75, 73}},         {"drivingModelData", {128, 126}},
       {"liveDelay", {146, 144}},
   };
   for (const auto &[name, where] : used) {
@@ -297,6 +293,18 @@ TEST(Layout, ReplayInputs) {
   // openpilot's CarState: vEgo @1 is the first data field (ordinal 0 is a pointer).
   ExpectStruct(capnp::Schema::from<op::msg::CarState>(), 1, 1,
                {{0, "list<uint16>@p0"}, {1, "float32@byte0"}});
+  // openpilot's CarParams up to longitudinalActuatorDelay @58, laid out by hand: @0/@1 Text, five
+  // Bools in bits 0-4, @7/@8 Float32 at bytes 4/8, the @9 enum in bits 16-31, @10 Int16 at byte
+  // 12, six lists, eight Float32 at bytes 16-44, the struct union's tag at byte 14 (its second
+  // member @27), ..., steerActuatorDelay @36 opening the ninth word (byte 64), and @58 the last
+  // Float32 at byte 100.
+  auto car = capnp::Schema::from<op::msg::CarParams>();
+  EXPECT_EQ(Place(car.getFieldByName("steerActuatorDelay")), "float32@byte64");
+  EXPECT_EQ(Place(car.getFieldByName("longitudinalActuatorDelay")), "float32@byte100");
+  EXPECT_EQ(car.getProto().getStruct().getDataWordCount(), 13u);
+  EXPECT_EQ(car.getProto().getStruct().getPointerCount(), 13u);
+  auto lateral = car.getFieldByName("reservedUnion").getType().asStruct().getProto().getStruct();
+  EXPECT_EQ(lateral.getDiscriminantOffset(), 7u);  // in 16-bit units: byte 14
 }
 
 // The enums' values are on the wire too.
