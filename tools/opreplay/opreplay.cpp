@@ -11,7 +11,8 @@
 // (liveCalibration.rpyCalib, sent to opwarp and opoverlay as an "op-calibration" event in stream
 // order whenever it changes; without one, --rpy gives it), the cameras' frame ids and times
 // (attached to the decoded frames) and the car's state (carState.vEgo, liveDelay.lateralDelay,
-// set on opmsgsink; without them, --v-ego and --lat-delay). The camera presets come from the
+// carParams.longitudinalActuatorDelay, set on opmsgsink; without them, --v-ego, --lat-delay and
+// --long-delay). The camera presets come from the
 // frame size (opwarp's device-type=auto). Writes OUT/rlog.zst, OUT/overlay.mkv and
 // OUT/contact-sheet.png, shows progress on stderr and prints a summary on stdout, saying where
 // each of these values came from. Run with --help for the options.
@@ -82,7 +83,8 @@ const char *kUsage =
     "  --max-frames N       stop after N road frames\n"
     "  --v-ego V            the car's speed in m/s when the log has no carState (default 0)\n"
     "  --lat-delay S        steering delay in s when the log has no liveDelay (default 0)\n"
-    "  --long-delay S       longitudinal actuator delay in s (default 0)\n"
+    "  --long-delay S       longitudinal actuator delay in s when the log has no carParams\n"
+    "                       (default 0)\n"
     "  --no-video           write neither the overlay video nor the contact sheet\n";
 
 bool FileExists(const std::string &path) {
@@ -591,7 +593,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
       gst_object_unref(dec);
   }
   opreplay::CarStateFeed car_feed{&route_state};
-  if (!route_state.v_ego.empty() || !route_state.lat_delay.empty())
+  if (!route_state.v_ego.empty() || !route_state.lat_delay.empty() ||
+      !route_state.long_delay.empty())
     opreplay::AddCarStateProbe(run.sink, &car_feed);
   StageTimes times;
   {
@@ -904,10 +907,11 @@ int main(int argc, char **argv) {
                                    (without ? "; opwarp counts the others' frames" : ""))
                                       .c_str()
                                 : "from the log's camera states");
-  size_t car_states = 0, live_delays = 0;
+  size_t car_states = 0, live_delays = 0, car_params = 0;
   for (const opreplay::RouteState &st : states) {
     car_states += st.car_states;
     live_delays += st.live_delays;
+    car_params += st.car_params;
   }
   auto car_line = [&](const char *what, const std::string &from, size_t logged, double cli) {
     if (!from.empty())
@@ -919,7 +923,9 @@ int main(int argc, char **argv) {
            car_states, o.v_ego);
   car_line("lat-delay", sources([](const opreplay::RouteState &s) { return !s.lat_delay.empty(); }),
            live_delays, o.lat_delay);
-  car_line("long-delay", "", 0, o.long_delay);
+  car_line("long-delay",
+           sources([](const opreplay::RouteState &s) { return !s.long_delay.empty(); }), car_params,
+           o.long_delay);
   std::printf("  frames in        %" G_GUINT64_FORMAT " road", total.road_frames);
   if (two_cameras)
     std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_frames);

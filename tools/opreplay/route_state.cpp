@@ -64,6 +64,10 @@ op::StatusOr<RouteState> ReadRouteState(const std::string &path) {
         state.live_delays++;
         AddChange(&state.lat_delay, mono, event.getLiveDelay().getLateralDelay());
         break;
+      case op::msg::Event::CAR_PARAMS:
+        state.car_params++;
+        AddChange(&state.long_delay, mono, event.getCarParams().getLongitudinalActuatorDelay());
+        break;
       case op::msg::Event::LIVE_CALIBRATION: {
         auto cal = event.getLiveCalibration();
         auto rpy = cal.getRpyCalib();
@@ -86,6 +90,7 @@ op::StatusOr<RouteState> ReadRouteState(const std::string &path) {
   const guint64 t0 = first_frame ? *first_frame : first_event.value_or(0);
   ToStreamTime(&state.v_ego, t0);
   ToStreamTime(&state.lat_delay, t0);
+  ToStreamTime(&state.long_delay, t0);
   ToStreamTime(&state.calibration, t0);
   return state;
 }
@@ -95,12 +100,15 @@ void AppendState(const RouteState &next, guint64 offset_ns, RouteState *into) {
     AddChange(&into->v_ego, v.time_ns + offset_ns, v.value);
   for (const auto &d : next.lat_delay)
     AddChange(&into->lat_delay, d.time_ns + offset_ns, d.value);
+  for (const auto &d : next.long_delay)
+    AddChange(&into->long_delay, d.time_ns + offset_ns, d.value);
   for (const auto &c : next.calibration)
     AddCalibration(&into->calibration, {c.time_ns + offset_ns, c.rpy});
   if (next.height)
     into->height = next.height;
   into->car_states += next.car_states;
   into->live_delays += next.live_delays;
+  into->car_params += next.car_params;
 }
 
 namespace {
@@ -147,9 +155,10 @@ GstPadProbeReturn OnSinkFrame(GstPad *, GstPadProbeInfo *info, gpointer data) {
   if (!GST_BUFFER_PTS_IS_VALID(buf))
     return GST_PAD_PROBE_OK;
   const guint64 t = GST_BUFFER_PTS(buf);
-  const size_t v_before = feed->next_v, d_before = feed->next_delay;
+  const size_t v_before = feed->next_v, d_before = feed->next_delay, l_before = feed->next_long;
   const Timed<float> *v = At(feed->state->v_ego, &feed->next_v, t);
   const Timed<float> *d = At(feed->state->lat_delay, &feed->next_delay, t);
+  const Timed<float> *l = At(feed->state->long_delay, &feed->next_long, t);
   // Only when a new value came in: the properties are the sink's live settings.
   if (v && feed->next_v != v_before) {
     // openpilot takes max(vEgo, 0); the property's range ends at 100 m/s.
@@ -158,6 +167,10 @@ GstPadProbeReturn OnSinkFrame(GstPad *, GstPadProbeInfo *info, gpointer data) {
   }
   if (d && feed->next_delay != d_before) {
     g_object_set(feed->sink, "lat-delay", std::clamp(gdouble(d->value), 0.0, 5.0), nullptr);
+    feed->updates++;
+  }
+  if (l && feed->next_long != l_before) {
+    g_object_set(feed->sink, "long-delay", std::clamp(gdouble(l->value), 0.0, 5.0), nullptr);
     feed->updates++;
   }
   return GST_PAD_PROBE_OK;

@@ -13,7 +13,7 @@ log is its segments' logs in order).
 Cutting needs no rendering, so tests make many short routes from the sample drive in seconds. A
 cut segment starts with the drive's parameter sets and key frame, as openpilot's segments do, and
 gets the part of the drive's rlog.zst (rlog.py's layout) that logs its frames: camera states,
-carState, liveCalibration, liveDelay, renumbered like its ground truth (needs pycapnp and zstd).
+carState, liveCalibration, liveDelay and the car's parameters, renumbered like its ground truth (needs pycapnp and zstd).
 """
 
 import argparse
@@ -101,6 +101,15 @@ def write_log_part(path, events, cursor, count, first):
             cam.timestampSof = cam.timestampSof + shift
             cam.timestampEof = cam.timestampEof + shift
         out.append(b.to_bytes())
+    # openpilot logs the car's parameters in every segment (its car process publishes them every
+    # 50 s): a part without them starts with the drive's last ones before it.
+    before = [e for e in events if e.which() == "carParams"
+              and (e.logMonoTime - rlog.START_NS) // period < cursor]
+    if before and not any(e.which() == "carParams" for e in events
+                          if cursor <= (e.logMonoTime - rlog.START_NS) // period < cursor + count):
+        b = before[-1].as_builder()
+        b.logMonoTime = rlog.START_NS + first * period + 1
+        out.insert(0, b.to_bytes())
     subprocess.run(["zstd", "-q", "-f", "-10", "-o", path], input=b"".join(out), check=True)
 
 
