@@ -74,6 +74,13 @@ class FrameDropFilter {
   uint32_t frames_ = 0;
 };
 
+// modelV2.frameAge as openpilot's modeld fills it: how far the newest camera frame id seen when
+// the messages are filled (its latest roadCameraState) is ahead of the evaluated frame's id; 0
+// when it is not ahead.
+inline uint32_t FrameAge(uint32_t newest_id, uint32_t frame_id) {
+  return newest_id > frame_id ? newest_id - frame_id : 0;
+}
+
 // A gap this large is not a drop a camera makes (20 Hz: more than 50 s missing): the ids are
 // probably not frame numbers, and the element says so.
 inline constexpr uint32_t kImplausibleGap = 1000;

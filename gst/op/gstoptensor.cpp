@@ -1,5 +1,6 @@
 #include "op/gstoptensor.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -309,6 +310,40 @@ GType gst_op_frame_meta_api_get_type(void) {
   return type;
 }
 
+struct GstOpFrameClock {
+  std::atomic<int> refs{1};
+  // The newest id in the low 32 bits, bit 32 set once a frame was noted: one atomic word.
+  std::atomic<guint64> newest{0};
+};
+
+GstOpFrameClock *gst_op_frame_clock_new(void) {
+  return new GstOpFrameClock();
+}
+
+GstOpFrameClock *gst_op_frame_clock_ref(GstOpFrameClock *clock) {
+  if (clock)
+    clock->refs.fetch_add(1, std::memory_order_relaxed);
+  return clock;
+}
+
+void gst_op_frame_clock_unref(GstOpFrameClock *clock) {
+  if (clock && clock->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    delete clock;
+}
+
+void gst_op_frame_clock_note(GstOpFrameClock *clock, guint32 road_frame_id) {
+  if (clock)
+    clock->newest.store((guint64(1) << 32) | road_frame_id, std::memory_order_release);
+}
+
+gboolean gst_op_frame_clock_newest(const GstOpFrameClock *clock, guint32 *road_frame_id) {
+  const guint64 v = clock ? clock->newest.load(std::memory_order_acquire) : 0;
+  if (!(v >> 32))
+    return FALSE;
+  *road_frame_id = guint32(v);
+  return TRUE;
+}
+
 static gboolean FrameMetaInit(GstMeta *meta, gpointer, GstBuffer *) {
   auto *m = reinterpret_cast<GstOpFrameMeta *>(meta);
   std::memset(reinterpret_cast<guint8 *>(m) + sizeof(GstMeta), 0,
@@ -327,7 +362,10 @@ static void ReleaseStageEvents(GstOpFrameMeta *m) {
 }
 
 static void FrameMetaFree(GstMeta *meta, GstBuffer *) {
-  ReleaseStageEvents(reinterpret_cast<GstOpFrameMeta *>(meta));
+  auto *m = reinterpret_cast<GstOpFrameMeta *>(meta);
+  ReleaseStageEvents(m);
+  gst_op_frame_clock_unref(m->clock);
+  m->clock = nullptr;
 }
 
 static gboolean FrameMetaTransform(GstBuffer *dest, GstMeta *meta, GstBuffer *, GQuark, gpointer) {
@@ -338,6 +376,7 @@ static gboolean FrameMetaTransform(GstBuffer *dest, GstMeta *meta, GstBuffer *, 
   if (dst == src)
     return TRUE;
   ReleaseStageEvents(dst);
+  gst_op_frame_clock_unref(dst->clock);
   std::memcpy(reinterpret_cast<guint8 *>(dst) + sizeof(GstMeta),
               reinterpret_cast<guint8 *>(src) + sizeof(GstMeta),
               sizeof(GstOpFrameMeta) - sizeof(GstMeta));
@@ -347,7 +386,16 @@ static gboolean FrameMetaTransform(GstBuffer *dest, GstMeta *meta, GstBuffer *, 
     if (dst->stage_last[s])
       clRetainEvent(dst->stage_last[s]);
   }
+  gst_op_frame_clock_ref(dst->clock);
   return TRUE;
+}
+
+void gst_op_frame_meta_set_clock(GstOpFrameMeta *meta, GstOpFrameClock *clock) {
+  if (!meta || meta->clock == clock)
+    return;
+  gst_op_frame_clock_ref(clock);
+  gst_op_frame_clock_unref(meta->clock);
+  meta->clock = clock;
 }
 
 void gst_op_frame_meta_set_stage_events(GstOpFrameMeta *meta, GstOpStage stage, cl_event first,

@@ -90,6 +90,18 @@ enum GstOpStage {
   GST_OP_STAGE_COUNT
 };
 
+// The newest road frame id that has entered the pipeline: opwarp (the road camera's) notes every
+// frame's id as the frame arrives and puts a reference in the frame's meta, so the element that
+// fills the frame's messages can tell how many newer frames arrived meanwhile (modelV2.frameAge,
+// as openpilot's modeld takes it from the latest roadCameraState). Thread-safe, refcounted.
+struct GstOpFrameClock;
+GstOpFrameClock *gst_op_frame_clock_new(void);
+GstOpFrameClock *gst_op_frame_clock_ref(GstOpFrameClock *clock);
+void gst_op_frame_clock_unref(GstOpFrameClock *clock);
+void gst_op_frame_clock_note(GstOpFrameClock *clock, guint32 road_frame_id);
+// FALSE while no frame has been noted.
+gboolean gst_op_frame_clock_newest(const GstOpFrameClock *clock, guint32 *road_frame_id);
+
 struct GstOpFrameMeta {
   GstMeta meta;
   guint32 road_frame_id;
@@ -110,6 +122,8 @@ struct GstOpFrameMeta {
   // give the frame's own device time (gst_op_frame_meta_device_ns).
   cl_event stage_first[GST_OP_STAGE_COUNT];
   cl_event stage_last[GST_OP_STAGE_COUNT];
+  // The road camera's frame clock (a reference; NULL when no opwarp noted the frame).
+  GstOpFrameClock *clock;
 };
 
 GType gst_op_frame_meta_api_get_type(void);
@@ -126,6 +140,8 @@ GstOpFrameMeta *gst_buffer_get_or_add_op_frame_meta(GstBuffer *buffer);
 // Records a stage's first and last device command (retained; `last` NULL: `first` alone).
 void gst_op_frame_meta_set_stage_events(GstOpFrameMeta *meta, GstOpStage stage, cl_event first,
                                         cl_event last);
+// Makes the meta hold a reference to `clock` (NULL: none), dropping the one it held.
+void gst_op_frame_meta_set_clock(GstOpFrameMeta *meta, GstOpFrameClock *clock);
 // The device time of a stage for this frame, from its first command's start to its last
 // command's end, in ns; 0 when the stage did not run, has not completed, or the queue does not
 // profile. Never waits.

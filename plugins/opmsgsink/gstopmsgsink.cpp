@@ -11,7 +11,9 @@
  * the outputs (the policy element's vision + policy outputs, or a combined network's output).
  * A slice that the chosen services need and the caps lack fails negotiation, naming the slice.
  * Frame provenance (frame ids, end-of-frame time, calibration, drops, time per stage) comes from
- * GstOpFrameMeta. frameDropPerc is the one opvision counted over every road frame it received
+ * GstOpFrameMeta. frameAge is how many road frames newer than this one have reached the
+ * pipeline's opwarp when the messages are filled (its frame clock in the meta; 0 without one).
+ * frameDropPerc is the one opvision counted over every road frame it received
  * (skipped ones included); without that, this element filters the meta's drop counts itself and
  * a frame that follows a drop produces no messages, like openpilot's modeld. cameraOdometry is
  * valid when a calibration was seen and no frame was dropped just before.
@@ -56,6 +58,7 @@
 #endif
 
 #include "drive/fill.h"
+#include "drive/frame_track.h"
 #include "drive/log_io.h"
 #include "drive/parse.h"
 #include "op/gstoperror.h"
@@ -543,8 +546,14 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
   GstFlowReturn ret = GatherTensors(self, buffer, state);
   if (ret != GST_FLOW_OK)
     return ret;
-  if (meta)
+  guint32 newest = 0;
+  if (meta) {
     upstream_ns = FrameDeviceNs(meta);  // the tensors are read: the frame's commands are done
+    // The road frames that reached the pipeline (opwarp) since this one, as the messages are
+    // filled (openpilot: the latest roadCameraState when it fills them).
+    if (gst_op_frame_clock_newest(meta->clock, &newest))
+      frame.frame_age = op::drive::FrameAge(newest, frame.frame_id);
+  }
   op::Status st = state->parser->Parse(state->raw.data(), state->raw.size(), &impl->parsed);
   if (!st.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(self, st, STREAM, FORMAT, ("Could not parse the network output."));

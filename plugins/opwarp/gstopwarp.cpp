@@ -9,10 +9,12 @@
  * OpenCL queue; the output carries the completion event. Frames in system memory are uploaded
  * once, and the output falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
- * seen and the time spent here. Every frame enters the history (openpilot warps frames that
- * follow a drop), so the element never drops frames for QoS. A frame without a meta gets its
- * frame id from the buffer offset only where that numbers frames (offset_end = offset + 1, as
- * cameras set it), else from a counter: byte offsets (filesrc, rawvideoparse) are not ids.
+ * seen and the time spent here, and a road camera's frames carry this element's frame clock (the
+ * newest road frame id that has arrived, from which opmsgsink fills modelV2.frameAge). Every frame
+ * enters the history (openpilot warps frames that follow a drop), so the element never drops frames
+ * for QoS. A frame without a meta gets its frame id from the buffer offset only where that numbers
+ * frames (offset_end = offset + 1, as cameras set it), else from a counter: byte offsets (filesrc,
+ * rawvideoparse) are not ids.
  *
  * ## Example
  * |[
@@ -162,6 +164,10 @@ struct Impl {
   GstOpKeepAlive probes;  // latency probes whose frames are still on the device
   // Processing latency: from a frame's arrival to its output being complete on the device.
   GstOpLatencyReporter latency;
+  // The newest road frame id that has arrived here; every road frame's meta holds a reference
+  // (modelV2.frameAge downstream).
+  GstOpFrameClock *clock = gst_op_frame_clock_new();
+  ~Impl() { gst_op_frame_clock_unref(clock); }
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -682,6 +688,11 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
   }
   meta->calibration_seen = calibration_seen;
+  if (st.role != CameraRole::kWide) {
+    // This frame has arrived: frames already in the pipeline are now that much older.
+    gst_op_frame_clock_note(impl.clock, meta->road_frame_id);
+    gst_op_frame_meta_set_clock(meta, impl.clock);
+  }
   gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_WARP, warp_first.get(), warp_last.get());
   meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)

@@ -114,4 +114,13 @@ TEST(FrameTrack, IdsGoingBackwardsAreNotDropsButAreReported) {
   EXPECT_FALSE(big.evaluate);
 }
 
+// openpilot: frame_age = frame_id − vipc_frame_id if frame_id > vipc_frame_id else 0, with
+// frame_id the latest roadCameraState's.
+TEST(FrameTrack, FrameAgeIsHowFarTheNewestFrameIsAhead) {
+  EXPECT_EQ(op::drive::FrameAge(10, 7), 3u);
+  EXPECT_EQ(op::drive::FrameAge(7, 7), 0u);
+  EXPECT_EQ(op::drive::FrameAge(5, 7), 0u);  // a restarted camera: never a wrapped difference
+  EXPECT_EQ(op::drive::FrameAge(4000000000u, 0), 4000000000u);
+}
+
 }  // namespace

@@ -3,16 +3,20 @@
 //   - the documented raw-file pipelines (filesrc ! rawvideoparse, and filesrc with a frame-sized
 //     blocksize) evaluate every frame: byte offsets are never taken for frame ids;
 //   - a drive with frames removed publishes what modeld would: the frames it evaluates, the
-//     filtered frameDropPerc and valid flags, all written out here from openpilot's rules.
+//     filtered frameDropPerc and valid flags, all written out here from openpilot's rules;
+//   - frameAge counts the frames that entered the pipeline while a frame waited.
 #include <capnp/serialize.h>
 #include <gst/gst.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -317,6 +321,122 @@ TEST_F(DriveIdsTest, DriveWithFramesRemovedPublishesWhatModeldWould) {
   }
   // The bursts leave a visible percentage (known value from the filter above).
   EXPECT_GT(last_perc, 1.0);
+}
+
+// frameAge as openpilot fills it: the newest road frame id that has entered the pipeline (opwarp)
+// when a frame's messages are filled, minus the frame's id. NV12 frames without a meta (opwarp
+// numbers them 0, 1, ...) go through opwarp, a queue, the combined network and opmsgsink.
+// Handed through one at a time (each message awaited before the next frame), every frameAge is
+// 0. Then the sink is held at its pad while four more frames enter: the held frame and the ones
+// queued behind it are filled after all four have passed opwarp, so their ages are the newest
+// id pushed (6) minus their own: 3, 2, 1, 0.
+TEST_F(DriveIdsTest, FrameAgeCountsTheFramesThatArrivedWhileAFrameWaited) {
+  constexpr int kW = 1344, kH = 760;  // mici: the presets follow the frame size
+  const std::string launch =
+      "appsrc name=road format=time caps=video/x-raw,format=NV12,width=1344,height=760,"
+      "framerate=20/1 ! opwarp name=w rpy=0,0,0 ! queue max-size-buffers=16 max-size-bytes=0 "
+      "max-size-time=0 ! opvision name=v precision=fp32 model=" +
+      Model("driving_supercombo_small.onnx") +
+      " ! opmsgsink name=s emit-signals=true services=modelV2";
+  GError *err = nullptr;
+  GstElement *pipeline = gst_parse_launch(launch.c_str(), &err);
+  ASSERT_TRUE(pipeline && !err) << (err ? err->message : "?");
+  GstElement *road = gst_bin_get_by_name(GST_BIN(pipeline), "road");
+  GstElement *w = gst_bin_get_by_name(GST_BIN(pipeline), "w");
+  GstElement *s = gst_bin_get_by_name(GST_BIN(pipeline), "s");
+  Collected c;
+  g_signal_connect(s, "message", G_CALLBACK(OnMessage), &c);
+
+  // Frames that have left opwarp (their ids noted), and a gate on the sink's pad.
+  struct Gate {
+    std::mutex lock;
+    std::condition_variable cv;
+    bool open = true;
+    std::atomic<int> warped{0};
+  } gate;
+  GstPad *warp_src = gst_element_get_static_pad(w, "src");
+  gst_pad_add_probe(
+      warp_src, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *, gpointer g) {
+        static_cast<Gate *>(g)->warped++;
+        return GST_PAD_PROBE_OK;
+      },
+      &gate, nullptr);
+  gst_object_unref(warp_src);
+  GstPad *sink_pad = gst_element_get_static_pad(s, "sink");
+  gst_pad_add_probe(
+      sink_pad, GST_PAD_PROBE_TYPE_BUFFER,
+      [](GstPad *, GstPadProbeInfo *, gpointer g) {
+        auto *gt = static_cast<Gate *>(g);
+        std::unique_lock<std::mutex> hold(gt->lock);
+        gt->cv.wait(hold, [gt] { return gt->open; });
+        return GST_PAD_PROBE_OK;
+      },
+      &gate, nullptr);
+  gst_object_unref(sink_pad);
+  auto set_gate = [&](bool open) {
+    std::lock_guard<std::mutex> guard(gate.lock);
+    gate.open = open;
+    gate.cv.notify_all();
+  };
+  // However the test ends, nothing stays held.
+  struct Opener {
+    std::function<void()> f;
+    ~Opener() { f(); }
+  } opener{[&] { set_gate(true); }};
+
+  ASSERT_NE(gst_element_set_state(pipeline, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
+  std::mt19937 rng(17);
+  std::vector<uint8_t> bytes(size_t(kW) * kH * 3 / 2);
+  int pushed = 0;
+  auto push = [&] {
+    for (auto &b : bytes)
+      b = uint8_t(rng());
+    GstBuffer *b = gst_buffer_new_memdup(bytes.data(), bytes.size());
+    GST_BUFFER_PTS(b) = pushed * kFrame;
+    GST_BUFFER_DURATION(b) = kFrame;
+    GstFlowReturn ret = GST_FLOW_OK;
+    g_signal_emit_by_name(road, "push-buffer", b, &ret);
+    gst_buffer_unref(b);
+    pushed++;
+    return ret;
+  };
+  auto wait_until = [](const std::function<bool()> &done) {
+    for (int tries = 0; tries < 24000 && !done(); tries++)
+      g_usleep(5000);
+    return done();
+  };
+  auto messages = [&] {
+    std::lock_guard<std::mutex> guard(c.lock);
+    return c.messages.size();
+  };
+
+  for (int k = 0; k < 3; k++) {
+    ASSERT_EQ(push(), GST_FLOW_OK);
+    ASSERT_TRUE(wait_until([&] { return messages() == size_t(k + 1); })) << "frame " << k;
+  }
+  set_gate(false);
+  for (int k = 0; k < 4; k++)
+    ASSERT_EQ(push(), GST_FLOW_OK);
+  EXPECT_TRUE(wait_until([&] { return gate.warped == pushed; }))
+      << gate.warped << " of " << pushed << " frames warped";
+  set_gate(true);
+  ASSERT_TRUE(wait_until([&] { return messages() == size_t(pushed); })) << messages();
+
+  std::vector<guint32> ids, ages;
+  for (const Message &m : c.messages) {
+    ids.push_back(m.event().getModelV2().getFrameId());
+    ages.push_back(m.event().getModelV2().getFrameAge());
+  }
+  EXPECT_EQ(ids, (std::vector<guint32>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(ages, (std::vector<guint32>{0, 0, 0, 3, 2, 1, 0}));
+
+  GstFlowReturn ret = GST_FLOW_OK;
+  g_signal_emit_by_name(road, "end-of-stream", &ret);
+  gst_element_set_state(pipeline, GST_STATE_NULL);
+  for (GstElement *e : {road, w, s})
+    gst_object_unref(e);
+  gst_object_unref(pipeline);
 }
 
 // modelExecutionTime is this frame's own device time: frames go in one at a time, and each

@@ -7,7 +7,8 @@ sample drive, one of them with a corrupt segment:
 - The broken route is failed with its segment's error, its good segment still replayed; every
   other route is done.
 - The logs of the Slurm and the --local -j 2 replays are equal message by message in every field
-  but the measured times (*ExecutionTime), read with pycapnp.
+  but the measured ones (*ExecutionTime, and frameAge: how many frames entered the pipeline
+  while a frame waited), read with pycapnp.
 - A rerun skips every done route (their summaries are not rewritten) and retries the failed one.
 - The merged report (markdown, CSV, plots) lists every route.
 
@@ -40,9 +41,10 @@ def check(cond, what):
 
 
 def strip_times(obj):
-    """A message as a dict without its measured times (fields named *ExecutionTime)."""
+    """A message as a dict without what is measured (fields named *ExecutionTime, frameAge)."""
     if isinstance(obj, dict):
-        return {k: strip_times(v) for k, v in obj.items() if not k.endswith("ExecutionTime")}
+        return {k: strip_times(v) for k, v in obj.items()
+                if not k.endswith("ExecutionTime") and k != "frameAge"}
     if isinstance(obj, list):
         return [strip_times(v) for v in obj]
     return obj

@@ -904,4 +904,35 @@ TEST(FrameMeta, AddGetAndCopyOnTransform) {
   gst_buffer_unref(buf);
 }
 
+// The frame clock travels with the meta by reference: a copy of the buffer reads what the clock
+// says when it is read, not when the buffer was copied, and the clock lives as long as a meta
+// holds it.
+TEST(FrameMeta, FrameClockIsSharedByReference) {
+  gst_init(nullptr, nullptr);
+  GstOpFrameClock *clock = gst_op_frame_clock_new();
+  guint32 newest = 99;
+  EXPECT_FALSE(gst_op_frame_clock_newest(clock, &newest));
+  EXPECT_FALSE(gst_op_frame_clock_newest(nullptr, &newest));
+  GstBuffer *buf = gst_buffer_new_allocate(nullptr, 16, nullptr);
+  GstOpFrameMeta *m = gst_buffer_add_op_frame_meta(buf);
+  EXPECT_EQ(m->clock, nullptr);
+  gst_op_frame_clock_note(clock, 0);
+  gst_op_frame_meta_set_clock(m, clock);
+  GstBuffer *copy = gst_buffer_copy(buf);
+  gst_buffer_unref(buf);
+  gst_op_frame_clock_unref(clock);  // the copy's meta keeps it alive
+  GstOpFrameMeta *c = gst_buffer_get_op_frame_meta(copy);
+  ASSERT_NE(c, nullptr);
+  ASSERT_EQ(c->clock, clock);
+  ASSERT_TRUE(gst_op_frame_clock_newest(c->clock, &newest));
+  EXPECT_EQ(newest, 0u);
+  gst_op_frame_clock_note(c->clock, 41);
+  gst_op_frame_clock_note(c->clock, 40);  // the latest, not the largest
+  ASSERT_TRUE(gst_op_frame_clock_newest(c->clock, &newest));
+  EXPECT_EQ(newest, 40u);
+  gst_op_frame_meta_set_clock(c, nullptr);
+  EXPECT_EQ(c->clock, nullptr);
+  gst_buffer_unref(copy);
+}
+
 }  // namespace
