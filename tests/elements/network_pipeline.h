@@ -210,19 +210,25 @@ class OpNetworkTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir); }
 
+  // Runs opnet_reference.py over what was recorded in `folder`: its exit status, *out its output.
+  static int RunReference(const std::filesystem::path &folder, const std::string &mode,
+                          const std::string &first, const std::string &second, std::string *out) {
+    std::string cmd = std::string(OP_VENV_PYTHON) + " " + OP_REFERENCE_SCRIPT + " " +
+                      folder.string() + " " + mode + " " + first + " " + second + " 2>&1";
+    FILE *p = popen(cmd.c_str(), "r");
+    if (!p)
+      return -1;
+    char line[512];
+    while (fgets(line, sizeof(line), p))
+      *out += line;
+    return pclose(p);
+  }
+
   // Runs opnet_reference.py over what the test recorded in `dir`.
   void CheckAgainstReference(const std::string &mode, const std::string &first,
                              const std::string &second = "") {
-    std::string cmd = std::string(OP_VENV_PYTHON) + " " + OP_REFERENCE_SCRIPT + " " + dir.string() +
-                      " " + mode + " " + first + " " + second + " 2>&1";
-    FILE *p = popen(cmd.c_str(), "r");
-    ASSERT_TRUE(p);
     std::string out;
-    char line[512];
-    while (fgets(line, sizeof(line), p))
-      out += line;
-    const int status = pclose(p);
-    EXPECT_EQ(status, 0) << out;
+    EXPECT_EQ(RunReference(dir, mode, first, second, &out), 0) << out;
     std::printf("reference: %s", out.c_str());
   }
 

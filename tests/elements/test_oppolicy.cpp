@@ -1,7 +1,8 @@
 // oppolicy on the machine's OpenCL device (PoCL in CI), behind opvision, with the small reference
 // models: outputs against onnxruntime and numpy queues (opnet_reference.py) with live desire
-// changes by property and by event, one camera, a flush restarting the temporal queues, an input
-// that is not a vision output, and a policy model swap while PLAYING.
+// changes by property and by event, one camera, a flush restarting the temporal queues, a desire
+// change on frames that are not evaluated (first frame id, drop, pairing), an input that is not
+// a vision output, and a policy model swap while PLAYING.
 #include "network_pipeline.h"
 
 namespace {
@@ -109,6 +110,158 @@ TEST_F(OpPolicyTest, FlushRestartsTheTemporalQueues) {
   }
   CheckAgainstReference("split", Model("driving_vision_small.onnx"),
                         Model("driving_policy_small.onnx"));
+}
+
+// An evaluated frame and the desire in effect when it ran.
+struct Evaluated {
+  int k;
+  int desire;
+};
+
+// Each listed frame's pulse shows in the outputs: the reference, run over the same recordings
+// with that pulse taken away (the frame's desire, and the same desire on the frames after it,
+// replaced by the previous evaluated frame's), must disagree with the element from exactly that
+// frame on. So the expectation that the pulse is there cannot pass without it.
+void ExpectEachPulseMatters(OpPolicyTest *t, const std::vector<Evaluated> &frames,
+                            const std::vector<int> &pulses) {
+  for (int k : pulses) {
+    SCOPED_TRACE("without the pulse of frame " + std::to_string(k));
+    const std::filesystem::path folder = t->dir / ("without_" + std::to_string(k));
+    std::filesystem::create_directories(folder);
+    for (const auto &entry : std::filesystem::directory_iterator(t->dir))
+      if (entry.is_regular_file() && entry.path().extension() == ".bin")
+        std::filesystem::create_hard_link(entry.path(), folder / entry.path().filename());
+    std::ofstream list(folder / "frames.txt");
+    int previous = 0, replaced = -1;
+    for (const Evaluated &f : frames) {
+      int desire = f.desire;
+      if (f.k == k)
+        replaced = desire;
+      else if (desire != replaced)
+        replaced = -1;
+      if (replaced >= 0)
+        desire = previous;
+      else
+        previous = desire;
+      list << f.k << " " << desire << " 0\n";
+    }
+    list.close();
+    std::string out;
+    EXPECT_NE(OpNetworkTest::RunReference(folder, "split", Model("driving_vision_small.onnx"),
+                                          Model("driving_policy_small.onnx"), &out),
+              0)
+        << out;
+    EXPECT_NE(out.find("FAIL: frame " + std::to_string(k) + " "), std::string::npos) << out;
+  }
+}
+
+// A desire change while frames are not evaluated is kept for the next evaluated frame: its
+// policy input has the pulse. Here the first frame's id is 3 (a live camera: warped, not
+// evaluated) with the desire lane-change-left already set, and a drop (id 8 missing) leaves id 9
+// unevaluated just as the desire turns to turn-left by event. The expectation is the reference
+// (onnxruntime, numpy queues) fed the evaluated frames only, each with the desire in effect when
+// it ran, whose pulse is the rising edge against the previous evaluated frame: frames 4 and 10.
+TEST_F(OpPolicyTest, DesireChangeOnASkippedFrameReachesTheNextEvaluatedFrame) {
+  Pipeline pl(Sources(false) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " desire=lane-change-left ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy && pl.sink);
+  ASSERT_TRUE(pl.Play());
+  struct Step {
+    int id;
+    int desire_before;  // set by event just before the frame; -1: unchanged
+    bool evaluated;
+  };
+  const Step steps[] = {{3, -1, false}, {4, -1, true}, {5, -1, true},  {6, -1, true},
+                        {7, -1, true},  {9, 1, false}, {10, -1, true}, {11, -1, true}};
+  int desire = 3;  // lane-change-left, the property
+  std::vector<Evaluated> evaluated;
+  for (const Step &st : steps) {
+    if (st.desire_before >= 0) {
+      gst_element_send_event(pl.road, SettingsEvent(st.desire_before, 0));
+      desire = st.desire_before;
+    }
+    auto bytes = RandomCamera(700 + st.id);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, st.id * kFrame, st.id, false));
+    if (!st.evaluated)
+      continue;
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "no output for frame " << st.id << ": " << pl.Message(GST_MESSAGE_ERROR);
+    GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(out);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->road_frame_id, guint32(st.id));
+    Record(st.id, bytes, bytes, desire, 0, out);
+    evaluated.push_back({st.id, desire});
+    gst_buffer_unref(out);
+  }
+  EXPECT_EQ(pl.Stat(pl.vision, "skipped"), 2u);
+  EXPECT_EQ(pl.Stat(pl.policy, "frames"), 6u);
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+  ExpectEachPulseMatters(this, evaluated, {4, 10});
+}
+
+// The same through the pairing of two cameras: road frame 4's wide frame never comes, so it
+// pairs with wide frame 5 (out of sync); road frame 5 is then passed over, as openpilot's
+// receive loop does (less than 25 ms after the previous pair's wide frame), and road frame 6
+// follows the gap it leaves (not evaluated). The desire turns to turn-right by event just before
+// road frame 5; road frame 7 has the pulse.
+TEST_F(OpPolicyTest, DesireChangeOnAFrameThePairingPassesOverIsKept) {
+  Pipeline pl(Sources(true) +
+              "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+              " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+              " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.wide && pl.vision && pl.policy && pl.sink);
+  ASSERT_TRUE(pl.Play());
+  std::vector<Evaluated> evaluated;
+  int desire = 0;
+  auto road = [&](int id) {
+    auto bytes = RandomCamera(900 + id);
+    Pipeline::Push(pl.road, CameraBuffer(bytes, id * kFrame, id, false));
+    return bytes;
+  };
+  auto wide = [&](int id) {
+    auto bytes = RandomCamera(950 + id);
+    Pipeline::Push(pl.wide, CameraBuffer(bytes, id * kFrame + 3 * GST_MSECOND, id, true));
+    return bytes;
+  };
+  auto expect_output = [&](int id, const std::vector<uint8_t> &r, const std::vector<uint8_t> &w) {
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << "no output for road frame " << id << ": " << pl.Message(GST_MESSAGE_ERROR);
+    GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(out);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->road_frame_id, guint32(id));
+    Record(id, r, w, desire, 0, out);
+    evaluated.push_back({id, desire});
+    gst_buffer_unref(out);
+  };
+  for (int id = 0; id < 4; id++) {
+    auto r = road(id);
+    auto w = wide(id);
+    ASSERT_NO_FATAL_FAILURE(expect_output(id, r, w));
+  }
+  auto r4 = road(4);  // its wide frame is missing
+  gst_element_send_event(pl.road, SettingsEvent(2, 0));
+  road(5);
+  auto w5 = wide(5);
+  ASSERT_NO_FATAL_FAILURE(expect_output(4, r4, w5));  // ran before the event
+  desire = 2;
+  road(6);
+  wide(6);
+  for (int id = 7; id < 9; id++) {
+    auto r = road(id);
+    auto w = wide(id);
+    ASSERT_NO_FATAL_FAILURE(expect_output(id, r, w));
+  }
+  EXPECT_EQ(pl.Stat(pl.vision, "dropped-road"), 1u);
+  EXPECT_EQ(pl.Stat(pl.vision, "skipped"), 1u);
+  EXPECT_EQ(pl.Stat(pl.vision, "out-of-sync"), 1u);
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+  CheckAgainstReference("split", Model("driving_vision_small.onnx"),
+                        Model("driving_policy_small.onnx"));
+  ExpectEachPulseMatters(this, evaluated, {7});
 }
 
 // A policy element fed by something that is not a vision output: the error names the slice.
