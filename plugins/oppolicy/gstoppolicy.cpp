@@ -43,6 +43,7 @@
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
+#include "op/gstopframetimer.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
@@ -75,7 +76,6 @@ enum {
 
 namespace {
 
-using op::net::FrameTimer;
 using op::net::ModelSlot;
 using op::net::Network;
 
@@ -138,7 +138,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
-  std::shared_ptr<FrameTimer> timer = std::make_shared<FrameTimer>();
+  std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   std::atomic<guint64> frames{0};
 
   // Between open and close (streaming thread).
@@ -438,7 +438,7 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inp
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_POLICY(trans);
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
+  const int64_t t0 = GstOpFrameTimer::Now();
   GstOpContext *ctx = impl->ctx;
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   Network *net = impl->model.current();
@@ -592,7 +592,7 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MEAN_TIME:
     case PROP_MAX_TIME:
     case PROP_DEVICE_TIME:
-      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
+      gst_op_frame_timer_get_property(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -644,7 +644,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
                         "Which side of the road traffic keeps to", GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
   gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
-  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
+  gst_op_frame_timer_install_properties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

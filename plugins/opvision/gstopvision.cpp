@@ -62,6 +62,7 @@
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
+#include "op/gstopframetimer.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
@@ -115,7 +116,6 @@ enum {
 namespace {
 
 using op::net::DeviceTensor;
-using op::net::FrameTimer;
 using op::net::ModelSlot;
 using op::net::Network;
 
@@ -192,7 +192,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
-  std::shared_ptr<FrameTimer> timer = std::make_shared<FrameTimer>();
+  std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   Stats stats;
 
   // Between start() and stop(); the context also answers queries from other threads.
@@ -506,7 +506,7 @@ static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstB
 // Runs the network on one pair and returns the output buffer (or a flow error after posting).
 static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
+  const int64_t t0 = GstOpFrameTimer::Now();
   auto fail = [&](const FrameError &e) {
     GST_OP_ELEMENT_ERROR_STATUS(self, e.status, STREAM, FAILED, ("%s", e.what));
     return GST_FLOW_ERROR;
@@ -1091,7 +1091,7 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MEAN_TIME:
     case PROP_MAX_TIME:
     case PROP_DEVICE_TIME:
-      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
+      gst_op_frame_timer_get_property(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -1170,7 +1170,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
   gst_op_install_stat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
                       "Road buffers dropped for having no wide buffer within 25 ms");
   gst_op_install_stat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
-  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
+  gst_op_frame_timer_install_properties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

@@ -1,11 +1,8 @@
 // What opvision and oppolicy share around their networks: the model slot (load on start, reload
-// in the background while playing, swap at a frame boundary), the frame timer (device time per
-// frame measured without host waits), and taking an input GstMemory as a cl_mem.
+// in the background while playing, swap at a frame boundary) and taking an input GstMemory as a
+// cl_mem.
 #pragma once
 
-#include <array>
-#include <condition_variable>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -79,69 +76,6 @@ class ModelSlot {
   std::unique_ptr<Network> current_;
   std::string current_path_;  // guarded by lock_
 };
-
-// Two times per frame, both read in the completion callback of the frame's last event (the
-// streaming thread never waits): from submission to completion, which includes waiting behind
-// work queued earlier (what latency is made of), and the device time, from the start of the
-// frame's first kernel to the end of its last (profiling events; what the stage costs).
-class FrameTimer {
- public:
-  struct Stats {
-    uint64_t frames = 0;  // frames whose completion was seen
-    uint64_t total_ns = 0;
-    uint64_t max_ns = 0;
-    uint64_t last_ns = 0;
-    uint64_t device_frames = 0;  // frames with profiling information
-    uint64_t device_total_ns = 0;
-    uint64_t device_last_ns = 0;
-    double mean_ns() const { return frames ? double(total_ns) / double(frames) : 0.0; }
-    double device_mean_ns() const {
-      return device_frames ? double(device_total_ns) / double(device_frames) : 0.0;
-    }
-    // The stage time for GstOpFrameMeta: device time where the queue profiles, else the
-    // submission-to-completion time.
-    uint64_t stage_ns() const { return device_frames ? device_last_ns : last_ns; }
-  };
-
-  ~FrameTimer() { Drain(); }
-  // Starts timing a frame submitted at `start_ns` (Now()) that completes with `done`; its
-  // device time runs from the start of `first` to the end of `last` (`done` when null). Frames
-  // beyond kSlots in flight are not timed (never happens with bounded pools).
-  void Track(cl_event done, int64_t start_ns, cl_event first = nullptr, cl_event last = nullptr);
-  // Waits for every tracked completion callback (stop(), after the queue finished).
-  void Drain();
-  void Reset();
-  Stats stats() const;
-  // One line for the elements' log at stop: frames, mean device time, mean and longest time
-  // from submission to completion.
-  std::string Summary() const;
-  static int64_t Now();
-
- private:
-  static constexpr size_t kSlots = 64;
-  struct Slot {
-    FrameTimer *timer = nullptr;
-    int64_t start_ns = 0;
-    cl_event first = nullptr;  // retained while the slot is busy
-    cl_event last = nullptr;
-    bool busy = false;
-  };
-  static void CL_CALLBACK OnComplete(cl_event event, cl_int status, void *data);
-  static void ReleaseEvents(Slot *slot);
-
-  mutable std::mutex lock_;
-  std::condition_variable idle_;
-  std::array<Slot, kSlots> slots_{};
-  size_t next_ = 0;
-  int pending_ = 0;
-  Stats stats_;
-};
-
-// The frame timer's read-only properties of opvision and oppolicy, at ids `first` (mean-time),
-// first + 1 (max-time) and first + 2 (device-time), all in milliseconds.
-void InstallFrameTimerProperties(GObjectClass *klass, guint first);
-// For get_property: TRUE when `id` is one of them and `value` was set from `timer`.
-bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value);
 
 // An input tensor as a cl_mem: a GstOpMemory on `ctx` is used in place; any other memory is
 // uploaded by `uploader` into `staging` (created once by the caller for the negotiated size),
