@@ -273,19 +273,6 @@ static op::Status CheckCaps(GstOpVision *self, const Network &net, const ModelPl
   return op::Status::Ok();
 }
 
-// Makes the temporal queues a combined network needs (at start or a model swap, not per frame).
-static op::Status MakeQueues(GstOpVision *self, const ModelPlan &plan,
-                             std::unique_ptr<op::drive::TemporalQueues> *out) {
-  out->reset();
-  if (!plan.combined())
-    return op::Status::Ok();
-  OP_ASSIGN_OR_RETURN(*out, op::drive::TemporalQueues::Create(
-                                gst_op_context_get_device(self->impl->ctx),
-                                gst_op_context_get_queue(self->impl->ctx), plan.shape));
-  return op::Status::Ok();
-}
-
-// At a frame boundary: takes a network loaded in the background if it fits.
 // The cl_mem arrays of one run, sized for the running network (allocates only when it grew).
 static void SizeTensorArrays(Impl *impl) {
   Network *net = impl->model.current();
@@ -293,41 +280,41 @@ static void SizeTensorArrays(Impl *impl) {
   impl->outputs.assign(net->outputs().tensors.size(), nullptr);
 }
 
+// What a network needs before it runs (at start or a model swap, not per frame).
+struct Prepared {
+  ModelPlan plan;
+  std::unique_ptr<op::drive::TemporalQueues> queues;  // a combined network's
+};
+
+// Whether `net` is a vision or combined model that fits the negotiated inputs, and the
+// temporal queues a combined one needs.
+static op::Status Prepare(GstOpVision *self, const Network &net, Prepared *out) {
+  OP_ASSIGN_OR_RETURN(out->plan, PlanModel(net));
+  OP_RETURN_IF_ERROR(CheckCaps(self, net, out->plan));
+  if (!out->plan.combined())
+    return op::Status::Ok();
+  OP_ASSIGN_OR_RETURN(out->queues, op::drive::TemporalQueues::Create(
+                                       gst_op_context_get_device(self->impl->ctx),
+                                       gst_op_context_get_queue(self->impl->ctx), out->plan.shape));
+  return op::Status::Ok();
+}
+
+static void Commit(Impl *impl, Prepared &&next) {
+  impl->plan = next.plan;
+  impl->queues = std::move(next.queues);
+  impl->features_ready.reset();
+  SizeTensorArrays(impl);
+}
+
+// At a frame boundary: takes a network loaded in the background if it fits.
 static void AdoptPendingModel(GstOpVision *self) {
   Impl *impl = self->impl;
-  ModelSlot::Pending pending = impl->model.TakePending();
-  if (!pending.present)
-    return;
-  if (!pending.status.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, pending.status, RESOURCE, NOT_FOUND,
-        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
-    return;
-  }
-  op::Status fit = op::Status::Ok();
-  auto plan = PlanModel(*pending.network);
-  std::unique_ptr<op::drive::TemporalQueues> queues;
-  if (!plan.ok())
-    fit = plan.status();
-  else
-    fit = CheckCaps(self, *pending.network, *plan);
-  if (fit.ok())
-    fit = MakeQueues(self, *plan, &queues);
-  if (!fit.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, fit, CORE, NEGOTIATION,
-        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-         pending.path.c_str()));
-    return;
-  }
-  const bool new_outputs = pending.network->outputs() != impl->out_info;
-  GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
-  impl->model.Adopt(std::move(pending.network), pending.path);
-  impl->plan = *plan;
-  SizeTensorArrays(impl);
-  impl->queues = std::move(queues);
-  impl->features_ready.reset();
-  if (new_outputs) {
+  Prepared next;
+  const ModelSlot::Swap swap = impl->model.AdoptPending(
+      [&](const Network &net) { return Prepare(self, net, &next); }, impl->out_info);
+  if (swap != ModelSlot::Swap::kNone)
+    Commit(impl, std::move(next));
+  if (swap == ModelSlot::Swap::kNewOutputs) {
     gst_pad_mark_reconfigure(GST_AGGREGATOR_SRC_PAD(self));
     if (!gst_aggregator_negotiate(GST_AGGREGATOR(self)))
       GST_WARNING_OBJECT(self, "renegotiation after the model swap failed");
@@ -545,27 +532,14 @@ static gboolean Start(GstAggregator *agg) {
   GST_OBJECT_UNLOCK(self);
   if (!gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &impl->ctx))
     return FALSE;
-  op::Status s = impl->model.Open(gst_op_context_get_device(impl->ctx));
-  if (!s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(
-        self, s, LIBRARY, INIT,
-        ("Could not load the vision model \"%s\".", impl->model.path().c_str()));
+  Prepared next;
+  if (!impl->model.Start(gst_op_context_get_device(impl->ctx), "vision",
+                         "a vision or combined driving model",
+                         [&](const Network &net) { return Prepare(self, net, &next); })) {
     gst_clear_object(&impl->ctx);
     return FALSE;
   }
-  auto plan = PlanModel(*impl->model.current());
-  if (plan.ok())
-    s = MakeQueues(self, *plan, &impl->queues);
-  if (!plan.ok() || !s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
-                                ("The model \"%s\" is not a vision or combined driving model.",
-                                 impl->model.path().c_str()));
-    impl->model.Close();
-    gst_clear_object(&impl->ctx);
-    return FALSE;
-  }
-  impl->plan = *plan;
-  SizeTensorArrays(impl);
+  Commit(impl, std::move(next));
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
   impl->drops.Reset();

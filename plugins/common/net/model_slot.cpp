@@ -1,5 +1,6 @@
 #include "common/net/model_slot.h"
 
+#include "op/gstoperror.h"
 #include "op/gstopmemory.h"
 
 GType gst_op_precision_get_type(void) {
@@ -17,6 +18,9 @@ GType gst_op_precision_get_type(void) {
   }
   return type;
 }
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_model_slot_debug);
+#define GST_CAT_DEFAULT gst_op_model_slot_debug
 
 namespace op::net {
 
@@ -50,7 +54,14 @@ Precision ModelSlot::precision() const {
   return precision_;
 }
 
-Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
+void ModelSlot::SetOwner(GstElement *owner) {
+  owner_ = owner;
+  GST_DEBUG_CATEGORY_INIT(gst_op_model_slot_debug, "opmodelslot", 0,
+                          "model loading and swapping of opvision and oppolicy");
+}
+
+bool ModelSlot::Start(std::shared_ptr<cl::Device> device, const char *role, const char *kind,
+                      const Prepare &prepare) {
   std::string path;
   Precision precision;
   {
@@ -59,13 +70,32 @@ Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
     precision = precision_;
     device_ = device;
   }
-  if (path.empty())
-    return NotFound("no model: set the model property to an .onnx or .opm file");
-  OP_ASSIGN_OR_RETURN(current_, Load(device, path, precision));
+  Status s = path.empty() ? NotFound("no model: set the model property to an .onnx or .opm file")
+                          : Status::Ok();
+  if (s.ok()) {
+    auto loaded = Load(device, path, precision);
+    if (loaded.ok())
+      current_ = std::move(loaded).value();
+    else
+      s = loaded.status();
+  }
+  if (!s.ok()) {
+    GST_OP_ELEMENT_ERROR_STATUS(owner_, s, LIBRARY, INIT,
+                                ("Could not load the %s model \"%s\".", role, path.c_str()));
+    Close();
+    return false;
+  }
+  s = prepare(*current_);
+  if (!s.ok()) {
+    GST_OP_ELEMENT_ERROR_STATUS(owner_, s, CORE, NEGOTIATION,
+                                ("The model \"%s\" is not %s.", path.c_str(), kind));
+    Close();
+    return false;
+  }
   std::lock_guard<std::mutex> g(lock_);
   current_path_ = path;
   open_ = true;
-  return Status::Ok();
+  return true;
 }
 
 StatusOr<std::unique_ptr<Network>> ModelSlot::Load(std::shared_ptr<cl::Device> device,
@@ -108,10 +138,30 @@ void ModelSlot::StartLoad(const std::string &path) {
   });
 }
 
-void ModelSlot::Adopt(std::unique_ptr<Network> network, const std::string &path) {
-  current_ = std::move(network);
+ModelSlot::Swap ModelSlot::AdoptPending(const Prepare &prepare, const GstOpTensorInfo &negotiated) {
+  Pending pending = TakePending();
+  if (!pending.present)
+    return Swap::kNone;
+  if (!pending.status.ok()) {
+    GST_OP_ELEMENT_WARNING_STATUS(
+        owner_, pending.status, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
+    return Swap::kNone;
+  }
+  Status fit = prepare(*pending.network);
+  if (!fit.ok()) {
+    GST_OP_ELEMENT_WARNING_STATUS(
+        owner_, fit, CORE, NEGOTIATION,
+        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
+         pending.path.c_str()));
+    return Swap::kNone;
+  }
+  const Swap swap = pending.network->outputs() != negotiated ? Swap::kNewOutputs : Swap::kSame;
+  GST_INFO_OBJECT(owner_, "switching to %s", pending.network->Describe().c_str());
+  current_ = std::move(pending.network);
   std::lock_guard<std::mutex> g(lock_);
-  current_path_ = path;
+  current_path_ = pending.path;
+  return swap;
 }
 
 std::string ModelSlot::current_path() const {

@@ -3,6 +3,7 @@
 // cl_mem.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,8 +29,9 @@ class ModelSlot {
   ModelSlot &operator=(const ModelSlot &) = delete;
   ~ModelSlot() { Close(); }
 
-  // The element that posts "op-compile-progress" messages while a model's programs build.
-  void SetOwner(GstElement *owner) { owner_ = owner; }
+  // The element that posts "op-compile-progress" messages while a model's programs build, and
+  // the errors and warnings of Start() and AdoptPending().
+  void SetOwner(GstElement *owner);
 
   // Any thread. While open, starts loading `path` in the background (after any load in flight).
   void SetPath(const std::string &path);
@@ -37,9 +39,18 @@ class ModelSlot {
   void SetPrecision(Precision p);
   Precision precision() const;
 
+  // What an element makes of a network before running it (its plan of which input is which,
+  // its temporal queues), kept by the callback until the element commits it: fails when the
+  // network is not one the element runs, or does not fit the negotiated stream. The running
+  // network and the element's state stay untouched until the callback succeeded.
+  using Prepare = std::function<Status(const Network &)>;
+
   // start(): loads the current path synchronously (an ONNX model is compiled here, or found in
-  // the cache). Errors name the file.
-  Status Open(std::shared_ptr<cl::Device> device);
+  // the cache) and prepares it. On failure posts an element error from the owner and closes the
+  // slot: LIBRARY/INIT "Could not load the <role> model" (RESOURCE/NOT_FOUND for a missing
+  // file), or CORE/NEGOTIATION "The model is not <kind>" when `prepare` rejects it.
+  bool Start(std::shared_ptr<cl::Device> device, const char *role, const char *kind,
+             const Prepare &prepare);
   // stop(): waits for a background load, drops both networks.
   void Close();
 
@@ -47,19 +58,26 @@ class ModelSlot {
   // The file the running network came from (any thread).
   std::string current_path() const;
 
+  enum class Swap {
+    kNone,        // nothing adopted: no load finished, or the new network was rejected
+    kSame,        // adopted; its outputs are the ones negotiated
+    kNewOutputs,  // adopted; its outputs differ from `negotiated`: renegotiate
+  };
+  // Streaming thread, at a frame boundary: when a background load finished, prepares the new
+  // network and makes it the current one. A network that failed to load or that `prepare`
+  // rejects posts a warning from the owner ("the previous model keeps running") and is dropped.
+  // The old network is dropped after the caller's in-flight work, which is ordered before any
+  // later enqueue on the same queue.
+  Swap AdoptPending(const Prepare &prepare, const GstOpTensorInfo &negotiated);
+
+ private:
   struct Pending {
     bool present = false;  // a background load finished since the last call
     std::string path;
     Status status;                     // why it failed, when it did
     std::unique_ptr<Network> network;  // the new network when it loaded
   };
-  // Streaming thread, at a frame boundary: the result of the last finished background load.
   Pending TakePending();
-  // Makes `network` the current one (the caller checked it fits); the old one is dropped after
-  // the caller's in-flight work, which is ordered before any later enqueue on the same queue.
-  void Adopt(std::unique_ptr<Network> network, const std::string &path);
-
- private:
   void StartLoad(const std::string &path);
   StatusOr<std::unique_ptr<Network>> Load(std::shared_ptr<cl::Device> device,
                                           const std::string &path, Precision precision);
