@@ -13,82 +13,49 @@ int64_t GstOpFrameTimer::Now() {
 }
 
 void GstOpFrameTimer::Track(cl_event done, int64_t start_ns, cl_event first, cl_event last) {
-  Slot *slot = nullptr;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    for (size_t i = 0; i < kSlots && !slot; i++) {
-      Slot &s = slots_[(next_ + i) % kSlots];
-      if (!s.busy) {
-        slot = &s;
-        next_ = (next_ + i + 1) % kSlots;
-      }
-    }
-    if (!slot)
-      return;
-    slot->timer = this;
-    slot->start_ns = start_ns;
-    slot->first = first;
-    slot->last = last;
-    slot->busy = true;
-    pending_++;
-  }
+  if (!last)
+    last = done;
   if (first)
     clRetainEvent(first);
-  if (last)
-    clRetainEvent(last);
-  if (clSetEventCallback(done, CL_COMPLETE, &GstOpFrameTimer::OnComplete, slot) != CL_SUCCESS) {
-    ReleaseEvents(slot);
-    std::lock_guard<std::mutex> g(lock_);
-    slot->busy = false;
-    pending_--;
-  }
+  clRetainEvent(last);
+  completions_.OnComplete(done, &GstOpFrameTimer::OnComplete,
+                          frames_.Acquire(Frame{this, start_ns, first, last}));
 }
 
-void GstOpFrameTimer::ReleaseEvents(Slot *slot) {
-  if (slot->first)
-    clReleaseEvent(slot->first);
-  if (slot->last)
-    clReleaseEvent(slot->last);
-  slot->first = slot->last = nullptr;
-}
-
-void CL_CALLBACK GstOpFrameTimer::OnComplete(cl_event done, cl_int status, void *data) {
-  auto *slot = static_cast<Slot *>(data);
-  GstOpFrameTimer *t = slot->timer;
+void GstOpFrameTimer::OnComplete(void *data, cl_int status) {
+  auto *frame = static_cast<Frame *>(data);
+  GstOpFrameTimer *t = frame->timer;
   const int64_t end = Now();
   // Device time: every command of the frame has completed, so their profiling times are set
   // (on a queue without profiling the queries fail and only the first time is kept).
   cl_ulong dev_start = 0, dev_end = 0;
   const bool device =
-      status == CL_COMPLETE && slot->first &&
-      clGetEventProfilingInfo(slot->first, CL_PROFILING_COMMAND_START, sizeof(dev_start),
+      status == CL_COMPLETE && frame->first &&
+      clGetEventProfilingInfo(frame->first, CL_PROFILING_COMMAND_START, sizeof(dev_start),
                               &dev_start, nullptr) == CL_SUCCESS &&
-      clGetEventProfilingInfo(slot->last ? slot->last : done, CL_PROFILING_COMMAND_END,
-                              sizeof(dev_end), &dev_end, nullptr) == CL_SUCCESS &&
+      clGetEventProfilingInfo(frame->last, CL_PROFILING_COMMAND_END, sizeof(dev_end), &dev_end,
+                              nullptr) == CL_SUCCESS &&
       dev_end >= dev_start;
-  ReleaseEvents(slot);
-  std::lock_guard<std::mutex> g(t->lock_);
-  if (device) {
-    t->stats_.device_frames++;
-    t->stats_.device_total_ns += dev_end - dev_start;
-    t->stats_.device_last_ns = dev_end - dev_start;
+  if (frame->first)
+    clReleaseEvent(frame->first);
+  clReleaseEvent(frame->last);
+  {
+    std::lock_guard<std::mutex> g(t->lock_);
+    if (device) {
+      t->stats_.device_frames++;
+      t->stats_.device_total_ns += dev_end - dev_start;
+      t->stats_.device_last_ns = dev_end - dev_start;
+    }
+    if (status == CL_COMPLETE) {
+      const uint64_t ns = uint64_t(end > frame->start_ns ? end - frame->start_ns : 0);
+      t->stats_.frames++;
+      t->stats_.total_ns += ns;
+      t->stats_.last_ns = ns;
+      if (ns > t->stats_.max_ns)
+        t->stats_.max_ns = ns;
+    }
   }
-  if (status == CL_COMPLETE) {
-    const uint64_t ns = uint64_t(end > slot->start_ns ? end - slot->start_ns : 0);
-    t->stats_.frames++;
-    t->stats_.total_ns += ns;
-    t->stats_.last_ns = ns;
-    if (ns > t->stats_.max_ns)
-      t->stats_.max_ns = ns;
-  }
-  slot->busy = false;
-  if (--t->pending_ == 0)
-    t->idle_.notify_all();
-}
-
-void GstOpFrameTimer::Drain() {
-  std::unique_lock<std::mutex> g(lock_);
-  idle_.wait(g, [this] { return pending_ == 0; });
+  t->frames_.Release(frame);
 }
 
 void GstOpFrameTimer::Reset() {

@@ -3,13 +3,13 @@
 
 #include <gst/gst.h>
 
-#include <array>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
 
 #include "cl/cl.h"
+#include "op/gstopkeepalive.h"
+#include "op/gstopslots.h"
 
 // Two times per frame, both read in the completion callback of the frame's last event (the
 // streaming thread never waits): from submission to completion, which includes waiting behind
@@ -34,13 +34,13 @@ class GstOpFrameTimer {
     uint64_t stage_ns() const { return device_frames ? device_last_ns : last_ns; }
   };
 
-  ~GstOpFrameTimer() { Drain(); }
   // Starts timing a frame submitted at `start_ns` (Now()) that completes with `done`; its
-  // device time runs from the start of `first` to the end of `last` (`done` when null). Frames
-  // beyond kSlots in flight are not timed (never happens with bounded pools).
+  // device time runs from the start of `first` to the end of `last` (`done` when null). The
+  // completion runs through a GstOpKeepAlive, so more than GstOpKeepAlive::kSlots frames in
+  // flight (never with bounded pools) make this wait for `done`.
   void Track(cl_event done, int64_t start_ns, cl_event first = nullptr, cl_event last = nullptr);
   // Waits for every tracked completion callback (stop(), after the queue finished).
-  void Drain();
+  void Drain() { completions_.Drain(); }
   void Reset();
   Stats stats() const;
   // One line for the elements' log at stop: frames, mean device time, mean and longest time
@@ -49,23 +49,20 @@ class GstOpFrameTimer {
   static int64_t Now();
 
  private:
-  static constexpr size_t kSlots = 64;
-  struct Slot {
+  struct Frame {
     GstOpFrameTimer *timer = nullptr;
     int64_t start_ns = 0;
-    cl_event first = nullptr;  // retained while the slot is busy
+    cl_event first = nullptr;  // retained until the frame completed
     cl_event last = nullptr;
-    bool busy = false;
   };
-  static void CL_CALLBACK OnComplete(cl_event event, cl_int status, void *data);
-  static void ReleaseEvents(Slot *slot);
+  static void OnComplete(void *frame, cl_int status);
 
-  mutable std::mutex lock_;
-  std::condition_variable idle_;
-  std::array<Slot, kSlots> slots_{};
-  size_t next_ = 0;
-  int pending_ = 0;
+  mutable std::mutex lock_;  // guards stats_
   Stats stats_;
+  // Declared before completions_, so they outlive its destructor, which drains the callbacks
+  // that give them back.
+  op::Slots<Frame, GstOpKeepAlive::kSlots> frames_;
+  GstOpKeepAlive completions_;
 };
 
 // The frame timer's read-only properties of an element, at ids `first` (mean-time),
