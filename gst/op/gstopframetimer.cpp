@@ -28,6 +28,7 @@ void GstOpFrameTimer::OnComplete(void *data, cl_int status) {
   const int64_t end = Now();
   // Device time: every command of the frame has completed, so their profiling times are set
   // (on a queue without profiling the queries fail and only the first time is kept).
+  const uint64_t ns = uint64_t(end > frame->start_ns ? end - frame->start_ns : 0);
   cl_ulong dev_start = 0, dev_end = 0;
   const bool device =
       status == CL_COMPLETE && frame->first &&
@@ -47,7 +48,6 @@ void GstOpFrameTimer::OnComplete(void *data, cl_int status) {
       t->stats_.device_last_ns = dev_end - dev_start;
     }
     if (status == CL_COMPLETE) {
-      const uint64_t ns = uint64_t(end > frame->start_ns ? end - frame->start_ns : 0);
       t->stats_.frames++;
       t->stats_.total_ns += ns;
       t->stats_.last_ns = ns;
@@ -55,6 +55,8 @@ void GstOpFrameTimer::OnComplete(void *data, cl_int status) {
         t->stats_.max_ns = ns;
     }
   }
+  if (status == CL_COMPLETE && t->latency_)
+    t->latency_->NoteAndPost(t->element_, ns);
   t->frames_.Release(frame);
 }
 

@@ -9,6 +9,7 @@
 
 #include "cl/cl.h"
 #include "op/gstopkeepalive.h"
+#include "op/gstoplatency.h"
 #include "op/gstopslots.h"
 
 // Two times per frame, both read in the completion callback of the frame's last event (the
@@ -39,6 +40,13 @@ class GstOpFrameTimer {
   // completion runs through a GstOpKeepAlive, so more than GstOpKeepAlive::kSlots frames in
   // flight (never with bounded pools) make this wait for `done`.
   void Track(cl_event done, int64_t start_ns, cl_event first = nullptr, cl_event last = nullptr);
+  // Also announces each completed frame's submission-to-completion time to `latency`, posting
+  // from `element` in the completion callback (opwarp: the pipeline hears of a slower frame as
+  // soon as it is done). Set once, before the first Track().
+  void ReportTo(GstOpLatencyReporter *latency, GstElement *element) {
+    latency_ = latency;
+    element_ = element;
+  }
   // Waits for every tracked completion callback (stop(), after the queue finished).
   void Drain() { completions_.Drain(); }
   void Reset();
@@ -59,6 +67,8 @@ class GstOpFrameTimer {
 
   mutable std::mutex lock_;  // guards stats_
   Stats stats_;
+  GstOpLatencyReporter *latency_ = nullptr;
+  GstElement *element_ = nullptr;
   // Declared before completions_, so they outlive its destructor, which drains the callbacks
   // that give them back.
   op::Slots<Frame, GstOpKeepAlive::kSlots> frames_;

@@ -63,9 +63,9 @@
 #include "drive/warp.h"
 #include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstopframetimer.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
-#include "op/gstopslots.h"
 #include "op/gstoptensor.h"
 #include "op/gstopref.h"
 #include "op/gstopupload.h"
@@ -130,12 +130,6 @@ struct Settings {
   uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
 };
 
-// A frame whose output latency is measured when the device completes it.
-struct LatencyProbe {
-  GstOpWarp *self;
-  int64_t start_ns;
-};
-
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
@@ -160,12 +154,11 @@ struct Impl {
   GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
   std::mutex stream_lock;         // guards stream (streaming thread vs flush events and stop)
   Stream stream;
-  // The latency probes' records, reused so that no frame allocates one. Declared before
-  // `probes`, so they outlive its destructor, which drains the callbacks that give them back.
-  op::Slots<LatencyProbe, 16> probe_records;
-  GstOpKeepAlive probes;  // latency probes and imported inputs whose frames are still on the device
-  // Processing latency: from a frame's arrival to its output being complete on the device.
+  GstOpKeepAlive imports;  // imported DMABuf inputs whose frames are still on the device
+  // Processing latency: from a frame's arrival to its output being complete on the device,
+  // measured by `timer` (declared after it: the timer's drain ends its callbacks first).
   GstOpLatencyReporter latency;
+  GstOpFrameTimer timer;
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -531,16 +524,6 @@ static guint32 FrameIdFor(GstOpWarp *self, Stream &st, GstBuffer *inbuf) {
                                                            : guint32(st.frames);
 }
 
-// Runs on a driver thread when a frame's output is complete.
-static void MeasureLatency(void *data, cl_int status) {
-  auto *probe = static_cast<LatencyProbe *>(data);
-  Impl &impl = *probe->self->impl;
-  if (status == CL_COMPLETE)
-    impl.latency.NoteAndPost(GST_ELEMENT(probe->self),
-                             g_get_monotonic_time() * 1000 - probe->start_ns);
-  impl.probe_records.Release(probe);
-}
-
 static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
   auto *parent = GST_BASE_TRANSFORM_CLASS(gst_op_warp_parent_class);
   if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY || direction != GST_PAD_SRC)
@@ -576,8 +559,7 @@ static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
   if (frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
     gst_op_memory_set_write_event(in_mem, done.get());
   // The latency is known once the device is done with the frame.
-  impl.probes.OnComplete(done.get(), MeasureLatency,
-                         impl.probe_records.Acquire(LatencyProbe{self, start_ns}));
+  impl.timer.Track(done.get(), start_ns);
   return op::Status::Ok();
 }
 
@@ -610,7 +592,7 @@ static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
     // there knows about OpenCL events.
     s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
     if (s.ok())
-      impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
+      impl.latency.NoteAndPost(GST_ELEMENT(self), GstOpFrameTimer::Now() - start_ns);
   }
   gst_buffer_unmap(outbuf, &map);
   return s;
@@ -624,7 +606,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   auto *self = GST_OP_WARP(trans);
   Impl &impl = *self->impl;
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t start_ns = g_get_monotonic_time() * 1000;
+  const int64_t start_ns = GstOpFrameTimer::Now();
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   std::lock_guard<std::mutex> stream_guard(impl.stream_lock);
   Stream &st = impl.stream;
@@ -700,7 +682,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   // The camera may refill an imported frame's dmabuf once it has it back: the wrapper, which
   // holds the input, goes when the device has read it.
   if (imported)
-    impl.probes.OnComplete(warp_last.get(), ReleaseImported, imported.release());
+    impl.imports.OnComplete(warp_last.get(), ReleaseImported, imported.release());
 
   // Provenance: upstream's meta was copied with the buffer's metadata; a source without one
   // gets a frame id (FrameIdFor) and the PTS as end-of-frame time.
@@ -734,7 +716,8 @@ static void Close(GstOpBaseFilter *base) {
   // Stopping: the frames in flight must finish before their buffers and our memory go.
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  impl.probes.Drain();
+  impl.timer.Drain();
+  impl.imports.Drain();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
@@ -814,5 +797,6 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
 
 static void gst_op_warp_init(GstOpWarp *self) {
   self->impl = new Impl();
+  self->impl->timer.ReportTo(&self->impl->latency, GST_ELEMENT(self));
   gst_video_info_init(&self->impl->stream.caps_info);
 }

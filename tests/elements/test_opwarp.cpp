@@ -596,6 +596,32 @@ TEST_F(OpWarpTest, LatencyAddsTheMeasuredProcessingTime) {
   EXPECT_LT(total, 10 * GST_MSECOND + 10 * GST_SECOND);
 }
 
+TEST_F(OpWarpTest, LatencyOfADeviceOutputIsMeasuredAtItsCompletion) {
+  // OpenCL output: nothing waits on the host, the frame's completion announces the latency.
+  auto ctx = gst_op_context_new("auto");
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  GstContext *context = gst_context_new_op_context(*ctx);
+  Make("opwarp", context);
+  gst_context_unref(context);
+  gst_harness_set_upstream_latency(h, 10 * GST_MSECOND);
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  gst_harness_set_sink_caps_str(h, "application/x-op-tensors(memory:OpCLMemory)");
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  ASSERT_EQ(gst_harness_push(h, Wrap(RandomBytes(l.MinBytes(), 10), 0)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  ASSERT_TRUE(gst_is_op_memory(gst_buffer_peek_memory(out, 0)));
+  Bytes(out);  // waits for the warp
+  gst_buffer_unref(out);
+  GstMessage *msg = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_LATENCY);
+  ASSERT_NE(msg, nullptr) << "no LATENCY message from the completion";
+  gst_message_unref(msg);
+  const GstClockTime total = gst_harness_query_latency(h);
+  EXPECT_GT(total, 10 * GST_MSECOND);
+  EXPECT_LT(total, 10 * GST_MSECOND + 10 * GST_SECOND);
+  gst_object_unref(*ctx);
+}
+
 TEST_F(OpWarpTest, GstLaunchPipelineWritesTwelvePlanesPerFrame) {
   // filesrc ! rawvideoparse ! opwarp ! filesink, as in the issue. The test environment hides the
   // system plugins; load the two this pipeline needs from the system's plugin folder.
