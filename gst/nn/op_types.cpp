@@ -1,4 +1,5 @@
-// Per-op output typing (see op_types.h): one case per op, parameters from op_params.
+// Per-op output typing (see op_types.h): one method per class of ops, one case per op,
+// parameters from op_params.
 #include "nn/op_types.h"
 
 #include <algorithm>
@@ -96,34 +97,41 @@ StatusOr<Shape> ReshapeTarget(const Node &n, const Inputs &in) {
   return out;
 }
 
-}  // namespace
+// One node's output typing: each method types one class of ops (the ops.def classes, and the
+// other ops by what they do) into `out`.
+class Typing {
+ public:
+  Typing(const Node &node, const Inputs &inputs)
+      : n(node), in(inputs), x(in.empty() ? nullptr : in[0]), out(node.outputs.size()) {}
+  Status Unary();
+  Status Broadcast();
+  Status WindowsAndProducts();
+  Status Layout();
+  Status Combine();
+  Status ShapeValued();
+  Status Reductions();
 
-StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) {
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] && !in[i]->shape.IsStatic())
-      return Bad(n,
-                 "input " + std::to_string(i) + " has no static shape " + in[i]->shape.ToString());
-  }
-  if (in.empty() || !in[0]) {
-    if (n.op != OpKind::kSum && n.op != OpKind::kMean && n.op != OpKind::kMin &&
-        n.op != OpKind::kMax)
-      return Bad(n, "missing first input");
-  }
-  auto need = [&](size_t k) -> Status {
+  const Node &n;
+  const Inputs &in;
+  const Tensor *x;  // the first input (null only for the variadic ops)
+  std::vector<Tensor> out;
+
+ private:
+  Status need(size_t k) const {
     for (size_t i = 0; i < k; ++i)
       if (i >= in.size() || !in[i])
         return Bad(n, "needs " + std::to_string(k) + " inputs");
     return Status::Ok();
-  };
-  const Tensor *x = in.empty() ? nullptr : in[0];
-  std::vector<Tensor> out(n.outputs.size());
-  auto set = [&](size_t i, DType t, Shape s) {
+  }
+  void set(size_t i, DType t, Shape s) {
     if (i < out.size())
       out[i] = Info(t, std::move(s));
-  };
+  }
+};
 
+// Elementwise unary, same shape (Dropout adds its mask; Cast and CastLike change the dtype).
+Status Typing::Unary() {
   switch (n.op) {
-    // Elementwise unary, same dtype and shape.
     case NN_UNARY_OPS: {
       if (n.op == OpKind::kClip) {
         // Bounds are scalars (shape () or (1)), as onnxruntime requires, constant or not.
@@ -161,8 +169,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       OP_RETURN_IF_ERROR(need(2));
       set(0, in[1]->dtype, x->shape);
       break;
+    default:
+      return Internal(n.Describe() + ": not typed by Unary");
+  }
+  return Status::Ok();
+}
 
-    // Elementwise with broadcasting.
+// Elementwise with broadcasting: the binary and variadic ops, Where, fused chains.
+Status Typing::Broadcast() {
+  switch (n.op) {
     case NN_BINARY_OPS: {
       OP_RETURN_IF_ERROR(need(2));
       if (n.attrs.Int("broadcast", 0) && n.attrs.Has("axis"))
@@ -202,8 +217,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, first->dtype, s);
       break;
     }
+    default:
+      return Internal(n.Describe() + ": not typed by Broadcast");
+  }
+  return Status::Ok();
+}
 
-    // Convolutions, products, pools.
+// Convolutions, pools, matrix products, normalizations, Resize.
+Status Typing::WindowsAndProducts() {
+  switch (n.op) {
     case OpKind::kConv:
     case OpKind::kFusedConv:
     case OpKind::kConvTranspose: {
@@ -276,8 +298,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, x->dtype, Shape(p.out_dims));
       break;
     }
+    default:
+      return Internal(n.Describe() + ": not typed by WindowsAndProducts");
+  }
+  return Status::Ok();
+}
 
-    // Layout and shape.
+// Layout: the same elements in a new shape or order.
+Status Typing::Layout() {
+  switch (n.op) {
     case OpKind::kReshape: {
       OP_ASSIGN_OR_RETURN(Shape s, ReshapeTarget(n, in));
       set(0, x->dtype, s);
@@ -315,6 +344,35 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, x->dtype, s);
       break;
     }
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze: {
+      OP_ASSIGN_OR_RETURN(auto axes, GetSqueezeAxes(n, in));
+      Shape s;
+      if (n.op == OpKind::kSqueeze) {
+        for (size_t i = 0; i < x->shape.rank(); ++i)
+          if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i)))
+            s.dims.push_back(x->shape[i]);
+      } else {
+        size_t src = 0;
+        for (size_t i = 0; i < x->shape.rank() + axes.size(); ++i) {
+          if (std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i)))
+            s.dims.push_back(1);
+          else
+            s.dims.push_back(x->shape[src++]);
+        }
+      }
+      set(0, x->dtype, s);
+      break;
+    }
+    default:
+      return Internal(n.Describe() + ": not typed by Layout");
+  }
+  return Status::Ok();
+}
+
+// Elements joined, split, sliced, repeated, padded or gathered.
+Status Typing::Combine() {
+  switch (n.op) {
     case OpKind::kConcat: {
       OP_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(n.attrs.Int("axis", 0),
                                                       static_cast<int64_t>(x->shape.rank())));
@@ -347,26 +405,6 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
     case OpKind::kSlice: {
       OP_ASSIGN_OR_RETURN(SliceParams p, GetSliceParams(n, in));
       set(0, x->dtype, Shape(p.lengths));
-      break;
-    }
-    case OpKind::kSqueeze:
-    case OpKind::kUnsqueeze: {
-      OP_ASSIGN_OR_RETURN(auto axes, GetSqueezeAxes(n, in));
-      Shape s;
-      if (n.op == OpKind::kSqueeze) {
-        for (size_t i = 0; i < x->shape.rank(); ++i)
-          if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i)))
-            s.dims.push_back(x->shape[i]);
-      } else {
-        size_t src = 0;
-        for (size_t i = 0; i < x->shape.rank() + axes.size(); ++i) {
-          if (std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(i)))
-            s.dims.push_back(1);
-          else
-            s.dims.push_back(x->shape[src++]);
-        }
-      }
-      set(0, x->dtype, s);
       break;
     }
     case OpKind::kExpand: {
@@ -434,6 +472,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
         return Bad(n, "indices rank differs");
       set(0, x->dtype, in[1]->shape);
       break;
+    default:
+      return Internal(n.Describe() + ": not typed by Combine");
+  }
+  return Status::Ok();
+}
+
+// Outputs made from shapes or constant bounds (Shape, Size, ConstantOfShape, Range).
+Status Typing::ShapeValued() {
+  switch (n.op) {
     case OpKind::kShape: {
       const int64_t r = static_cast<int64_t>(x->shape.rank());
       int64_t start = n.attrs.Int("start", 0), end = n.attrs.Int("end", r);
@@ -476,8 +523,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, x->dtype, Shape{std::max<int64_t>(0, static_cast<int64_t>(count))});
       break;
     }
+    default:
+      return Internal(n.Describe() + ": not typed by ShapeValued");
+  }
+  return Status::Ok();
+}
 
-    // Reductions and friends.
+// Reductions, and the ops along one axis or over blocks (Softmax, CumSum, Trilu, DepthToSpace).
+Status Typing::Reductions() {
+  switch (n.op) {
     case NN_REDUCE_OPS: {
       OP_ASSIGN_OR_RETURN(ReduceParams p, GetReduceParams(n, in));
       const bool arg = n.op == OpKind::kArgMax || n.op == OpKind::kArgMin;
@@ -515,7 +569,91 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       set(0, x->dtype, s);
       break;
     }
+    default:
+      return Internal(n.Describe() + ": not typed by Reductions");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] && !in[i]->shape.IsStatic())
+      return Bad(n,
+                 "input " + std::to_string(i) + " has no static shape " + in[i]->shape.ToString());
+  }
+  if (in.empty() || !in[0]) {
+    if (n.op != OpKind::kSum && n.op != OpKind::kMean && n.op != OpKind::kMin &&
+        n.op != OpKind::kMax)
+      return Bad(n, "missing first input");
+  }
+  Typing t(n, in);
+  // Every op names its class here: without a default, the compiler lists any op left out.
+  switch (n.op) {
+    case NN_UNARY_OPS:
+    case OpKind::kDropout:
+    case OpKind::kCast:
+    case OpKind::kCastLike:
+      OP_RETURN_IF_ERROR(t.Unary());
+      break;
+    case NN_BINARY_OPS:
+    case NN_VARIADIC_OPS:
+    case OpKind::kWhere:
+    case OpKind::kElementwiseChain:
+      OP_RETURN_IF_ERROR(t.Broadcast());
+      break;
+    case OpKind::kConv:
+    case OpKind::kFusedConv:
+    case OpKind::kConvTranspose:
+    case OpKind::kAveragePool:
+    case OpKind::kMaxPool:
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool:
+    case OpKind::kGemm:
+    case OpKind::kMatMul:
+    case OpKind::kFusedGemm:
+    case OpKind::kBatchNormalization:
+    case OpKind::kInstanceNormalization:
+    case OpKind::kLayerNormalization:
+    case OpKind::kResize:
+      OP_RETURN_IF_ERROR(t.WindowsAndProducts());
+      break;
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kTranspose:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+      OP_RETURN_IF_ERROR(t.Layout());
+      break;
+    case OpKind::kConcat:
+    case OpKind::kSplit:
+    case OpKind::kSlice:
+    case OpKind::kExpand:
+    case OpKind::kTile:
+    case OpKind::kPad:
+    case OpKind::kGather:
+    case OpKind::kGatherElements:
+      OP_RETURN_IF_ERROR(t.Combine());
+      break;
+    case OpKind::kShape:
+    case OpKind::kSize:
+    case OpKind::kConstantOfShape:
+    case OpKind::kRange:
+      OP_RETURN_IF_ERROR(t.ShapeValued());
+      break;
+    case NN_REDUCE_OPS:
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax:
+    case OpKind::kHardmax:
+    case OpKind::kCumSum:
+    case OpKind::kTrilu:
+    case OpKind::kDepthToSpace:
+    case OpKind::kSpaceToDepth:
+      OP_RETURN_IF_ERROR(t.Reductions());
+      break;
+  }
+  std::vector<Tensor> &out = t.out;
   for (size_t i = 0; i < out.size(); ++i) {
     if (n.outputs[i] != kNoTensor && out[i].dtype == DType::kUndefined)
       return Unsupported(n.Describe() + ": output " + std::to_string(i) + " is not supported");
@@ -526,7 +664,7 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
       return Bad(n, "output " + std::to_string(i) + " of shape " + out[i].shape.ToString() +
                         " is too large");
   }
-  return out;
+  return std::move(out);
 }
 
 }  // namespace op::nn

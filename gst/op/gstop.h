@@ -5,6 +5,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstopcontext.h"
 #include "op/gstoperror.h"
+#include "op/gstopframetimer.h"
 #include "op/gstopkeepalive.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"

@@ -3,7 +3,8 @@
 // device, usually from a completion callback); latency queries add the longest time measured;
 // a measurement more than a quarter above what was last announced is announced again, so the
 // pipeline recomputes its latency a few times while the device warms up, not once per frame.
-// Elements time their frames with op::net::FrameTimer or a completion probe and feed it here.
+// Elements time their frames with GstOpFrameTimer (gstopframetimer.h), which feeds it here from
+// the completion (GstOpFrameTimer::ReportTo) or through stats().max_ns.
 #pragma once
 
 #include <gst/gst.h>

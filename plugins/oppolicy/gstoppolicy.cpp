@@ -43,6 +43,7 @@
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
+#include "op/gstopframetimer.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
@@ -75,7 +76,6 @@ enum {
 
 namespace {
 
-using op::net::FrameTimer;
 using op::net::ModelSlot;
 using op::net::Network;
 
@@ -138,7 +138,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
-  std::shared_ptr<FrameTimer> timer = std::make_shared<FrameTimer>();
+  std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   std::atomic<guint64> frames{0};
 
   // Between open and close (streaming thread).
@@ -181,36 +181,47 @@ static void SizeTensorArrays(Impl *impl) {
   impl->events.resize(n_in + 1);
 }
 
+// What a network needs before it runs (at start or a model swap, not per frame).
+struct Prepared {
+  PolicyPlan plan;
+  std::unique_ptr<op::drive::TemporalQueues> queues;  // null: the running ones carry over
+};
+
+// Whether `net` is a policy model that fits the negotiated input, and its queues: new ones
+// unless the running queues have its temporal shape (then the history carries over, as a
+// driver would expect).
+static op::Status Prepare(Impl *impl, const Network &net, Prepared *out) {
+  OP_ASSIGN_OR_RETURN(out->plan, PlanPolicy(net));
+  if (impl->have_caps)
+    OP_RETURN_IF_ERROR(FindHidden(impl->in_info, out->plan).status());
+  const op::drive::TemporalShape &now = impl->plan.shape, &next = out->plan.shape;
+  if (impl->queues && next.steps == now.steps && next.width == now.width &&
+      next.desire_width == now.desire_width)
+    return op::Status::Ok();
+  OP_ASSIGN_OR_RETURN(out->queues,
+                      op::drive::TemporalQueues::Create(gst_op_context_get_device(impl->ctx),
+                                                        gst_op_context_get_queue(impl->ctx), next));
+  return op::Status::Ok();
+}
+
+static void Commit(Impl *impl, Prepared &&next) {
+  impl->plan = next.plan;
+  if (next.queues)
+    impl->queues = std::move(next.queues);
+  SizeTensorArrays(impl);
+}
+
 static gboolean Open(GstOpBaseFilter *filter, GstOpContext *ctx) {
   auto *self = GST_OP_POLICY(filter);
   Impl *impl = self->impl;
   impl->ctx = ctx;
-  op::Status s = impl->model.Open(gst_op_context_get_device(ctx));
-  if (!s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(
-        self, s, LIBRARY, INIT,
-        ("Could not load the policy model \"%s\".", impl->model.path().c_str()));
+  Prepared next;
+  if (!impl->model.Start(gst_op_context_get_device(ctx), "policy", "a driving policy model",
+                         [&](const Network &net) { return Prepare(impl, net, &next); })) {
     impl->ctx = nullptr;
     return FALSE;
   }
-  auto plan = PlanPolicy(*impl->model.current());
-  if (plan.ok()) {
-    auto q = op::drive::TemporalQueues::Create(gst_op_context_get_device(ctx),
-                                               gst_op_context_get_queue(ctx), plan->shape);
-    if (q.ok())
-      impl->queues = std::move(q).value();
-    else
-      s = q.status();
-  }
-  if (!plan.ok() || !s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(
-        self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
-        ("The model \"%s\" is not a driving policy model.", impl->model.path().c_str()));
-    impl->model.Close();
-    impl->ctx = nullptr;
-    return FALSE;
-  }
-  impl->plan = *plan;
+  Commit(impl, std::move(next));
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
   impl->timer->Reset();
   impl->latency.Reset();
@@ -358,50 +369,14 @@ static GstFlowReturn SubmitInputBuffer(GstBaseTransform *trans, gboolean is_disc
                                        GstBuffer *input) {
   auto *self = GST_OP_POLICY(trans);
   Impl *impl = self->impl;
-  ModelSlot::Pending pending = impl->model.TakePending();
-  if (pending.present) {
-    if (!pending.status.ok()) {
-      GST_OP_ELEMENT_WARNING_STATUS(
-          self, pending.status, RESOURCE, NOT_FOUND,
-          ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
-    } else {
-      op::Status fit = op::Status::Ok();
-      auto plan = PlanPolicy(*pending.network);
-      std::unique_ptr<op::drive::TemporalQueues> queues;
-      if (!plan.ok())
-        fit = plan.status();
-      else if (impl->have_caps)
-        fit = FindHidden(impl->in_info, *plan).status();
-      if (fit.ok() && plan->shape.steps == impl->plan.shape.steps &&
-          plan->shape.width == impl->plan.shape.width &&
-          plan->shape.desire_width == impl->plan.shape.desire_width) {
-        // The same temporal shape: the history carries over, as a driver would expect.
-      } else if (fit.ok()) {
-        auto q = op::drive::TemporalQueues::Create(
-            gst_op_context_get_device(impl->ctx), gst_op_context_get_queue(impl->ctx), plan->shape);
-        if (q.ok())
-          queues = std::move(q).value();
-        else
-          fit = q.status();
-      }
-      if (!fit.ok()) {
-        GST_OP_ELEMENT_WARNING_STATUS(
-            self, fit, CORE, NEGOTIATION,
-            ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-             pending.path.c_str()));
-      } else {
-        const bool new_outputs = pending.network->outputs() != impl->model.current()->outputs();
-        GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
-        impl->model.Adopt(std::move(pending.network), pending.path);
-        impl->plan = *plan;
-        SizeTensorArrays(impl);
-        if (queues)
-          impl->queues = std::move(queues);
-        if (new_outputs)
-          gst_base_transform_reconfigure_src(trans);
-      }
-    }
-  }
+  Prepared next;
+  const ModelSlot::Swap swap =
+      impl->model.AdoptPending([&](const Network &net) { return Prepare(impl, net, &next); },
+                               impl->model.current()->outputs());
+  if (swap != ModelSlot::Swap::kNone)
+    Commit(impl, std::move(next));
+  if (swap == ModelSlot::Swap::kNewOutputs)
+    gst_base_transform_reconfigure_src(trans);
   return GST_BASE_TRANSFORM_CLASS(parent_class)->submit_input_buffer(trans, is_discont, input);
 }
 
@@ -438,7 +413,7 @@ static GstFlowReturn PrepareOutputBuffer(GstBaseTransform *trans, GstBuffer *inp
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_POLICY(trans);
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
+  const int64_t t0 = GstOpFrameTimer::Now();
   GstOpContext *ctx = impl->ctx;
   op::cl::Queue &queue = gst_op_context_get_queue(ctx);
   Network *net = impl->model.current();
@@ -592,7 +567,7 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MEAN_TIME:
     case PROP_MAX_TIME:
     case PROP_DEVICE_TIME:
-      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
+      gst_op_frame_timer_get_property(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -644,7 +619,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
                         "Which side of the road traffic keeps to", GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
   gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
-  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
+  gst_op_frame_timer_install_properties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

@@ -62,6 +62,7 @@
 #include "common/net/driving_settings.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
+#include "op/gstopframetimer.h"
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
@@ -115,7 +116,6 @@ enum {
 namespace {
 
 using op::net::DeviceTensor;
-using op::net::FrameTimer;
 using op::net::ModelSlot;
 using op::net::Network;
 
@@ -192,7 +192,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
-  std::shared_ptr<FrameTimer> timer = std::make_shared<FrameTimer>();
+  std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   Stats stats;
 
   // Between start() and stop(); the context also answers queries from other threads.
@@ -273,19 +273,6 @@ static op::Status CheckCaps(GstOpVision *self, const Network &net, const ModelPl
   return op::Status::Ok();
 }
 
-// Makes the temporal queues a combined network needs (at start or a model swap, not per frame).
-static op::Status MakeQueues(GstOpVision *self, const ModelPlan &plan,
-                             std::unique_ptr<op::drive::TemporalQueues> *out) {
-  out->reset();
-  if (!plan.combined())
-    return op::Status::Ok();
-  OP_ASSIGN_OR_RETURN(*out, op::drive::TemporalQueues::Create(
-                                gst_op_context_get_device(self->impl->ctx),
-                                gst_op_context_get_queue(self->impl->ctx), plan.shape));
-  return op::Status::Ok();
-}
-
-// At a frame boundary: takes a network loaded in the background if it fits.
 // The cl_mem arrays of one run, sized for the running network (allocates only when it grew).
 static void SizeTensorArrays(Impl *impl) {
   Network *net = impl->model.current();
@@ -293,41 +280,41 @@ static void SizeTensorArrays(Impl *impl) {
   impl->outputs.assign(net->outputs().tensors.size(), nullptr);
 }
 
+// What a network needs before it runs (at start or a model swap, not per frame).
+struct Prepared {
+  ModelPlan plan;
+  std::unique_ptr<op::drive::TemporalQueues> queues;  // a combined network's
+};
+
+// Whether `net` is a vision or combined model that fits the negotiated inputs, and the
+// temporal queues a combined one needs.
+static op::Status Prepare(GstOpVision *self, const Network &net, Prepared *out) {
+  OP_ASSIGN_OR_RETURN(out->plan, PlanModel(net));
+  OP_RETURN_IF_ERROR(CheckCaps(self, net, out->plan));
+  if (!out->plan.combined())
+    return op::Status::Ok();
+  OP_ASSIGN_OR_RETURN(out->queues, op::drive::TemporalQueues::Create(
+                                       gst_op_context_get_device(self->impl->ctx),
+                                       gst_op_context_get_queue(self->impl->ctx), out->plan.shape));
+  return op::Status::Ok();
+}
+
+static void Commit(Impl *impl, Prepared &&next) {
+  impl->plan = next.plan;
+  impl->queues = std::move(next.queues);
+  impl->features_ready.reset();
+  SizeTensorArrays(impl);
+}
+
+// At a frame boundary: takes a network loaded in the background if it fits.
 static void AdoptPendingModel(GstOpVision *self) {
   Impl *impl = self->impl;
-  ModelSlot::Pending pending = impl->model.TakePending();
-  if (!pending.present)
-    return;
-  if (!pending.status.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, pending.status, RESOURCE, NOT_FOUND,
-        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
-    return;
-  }
-  op::Status fit = op::Status::Ok();
-  auto plan = PlanModel(*pending.network);
-  std::unique_ptr<op::drive::TemporalQueues> queues;
-  if (!plan.ok())
-    fit = plan.status();
-  else
-    fit = CheckCaps(self, *pending.network, *plan);
-  if (fit.ok())
-    fit = MakeQueues(self, *plan, &queues);
-  if (!fit.ok()) {
-    GST_OP_ELEMENT_WARNING_STATUS(
-        self, fit, CORE, NEGOTIATION,
-        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
-         pending.path.c_str()));
-    return;
-  }
-  const bool new_outputs = pending.network->outputs() != impl->out_info;
-  GST_INFO_OBJECT(self, "switching to %s", pending.network->Describe().c_str());
-  impl->model.Adopt(std::move(pending.network), pending.path);
-  impl->plan = *plan;
-  SizeTensorArrays(impl);
-  impl->queues = std::move(queues);
-  impl->features_ready.reset();
-  if (new_outputs) {
+  Prepared next;
+  const ModelSlot::Swap swap = impl->model.AdoptPending(
+      [&](const Network &net) { return Prepare(self, net, &next); }, impl->out_info);
+  if (swap != ModelSlot::Swap::kNone)
+    Commit(impl, std::move(next));
+  if (swap == ModelSlot::Swap::kNewOutputs) {
     gst_pad_mark_reconfigure(GST_AGGREGATOR_SRC_PAD(self));
     if (!gst_aggregator_negotiate(GST_AGGREGATOR(self)))
       GST_WARNING_OBJECT(self, "renegotiation after the model swap failed");
@@ -506,7 +493,7 @@ static void StampMeta(GstOpVision *self, GstBuffer *outbuf, GstBuffer *img, GstB
 // Runs the network on one pair and returns the output buffer (or a flow error after posting).
 static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big, GstBuffer **out) {
   Impl *impl = self->impl;
-  const int64_t t0 = FrameTimer::Now();
+  const int64_t t0 = GstOpFrameTimer::Now();
   auto fail = [&](const FrameError &e) {
     GST_OP_ELEMENT_ERROR_STATUS(self, e.status, STREAM, FAILED, ("%s", e.what));
     return GST_FLOW_ERROR;
@@ -545,27 +532,14 @@ static gboolean Start(GstAggregator *agg) {
   GST_OBJECT_UNLOCK(self);
   if (!gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &impl->ctx))
     return FALSE;
-  op::Status s = impl->model.Open(gst_op_context_get_device(impl->ctx));
-  if (!s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(
-        self, s, LIBRARY, INIT,
-        ("Could not load the vision model \"%s\".", impl->model.path().c_str()));
+  Prepared next;
+  if (!impl->model.Start(gst_op_context_get_device(impl->ctx), "vision",
+                         "a vision or combined driving model",
+                         [&](const Network &net) { return Prepare(self, net, &next); })) {
     gst_clear_object(&impl->ctx);
     return FALSE;
   }
-  auto plan = PlanModel(*impl->model.current());
-  if (plan.ok())
-    s = MakeQueues(self, *plan, &impl->queues);
-  if (!plan.ok() || !s.ok()) {
-    GST_OP_ELEMENT_ERROR_STATUS(self, (plan.ok() ? s : plan.status()), CORE, NEGOTIATION,
-                                ("The model \"%s\" is not a vision or combined driving model.",
-                                 impl->model.path().c_str()));
-    impl->model.Close();
-    gst_clear_object(&impl->ctx);
-    return FALSE;
-  }
-  impl->plan = *plan;
-  SizeTensorArrays(impl);
+  Commit(impl, std::move(next));
   impl->uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), impl->ctx, false);
   impl->timer->Reset();
   impl->drops.Reset();
@@ -1091,7 +1065,7 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
     case PROP_MEAN_TIME:
     case PROP_MAX_TIME:
     case PROP_DEVICE_TIME:
-      op::net::GetFrameTimerProperty(*impl->timer, PROP_MEAN_TIME, prop_id, value);
+      gst_op_frame_timer_get_property(*impl->timer, PROP_MEAN_TIME, prop_id, value);
       break;
     case PROP_ACTIVE_MODEL:
       g_value_set_string(value, impl->model.current_path().c_str());
@@ -1170,7 +1144,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
   gst_op_install_stat(gobject_class, PROP_DROPPED_ROAD, "dropped-road",
                       "Road buffers dropped for having no wide buffer within 25 ms");
   gst_op_install_stat(gobject_class, PROP_QOS_DROPPED, "qos-dropped", "Frames dropped for QoS");
-  op::net::InstallFrameTimerProperties(gobject_class, PROP_MEAN_TIME);
+  gst_op_frame_timer_install_properties(gobject_class, PROP_MEAN_TIME);
 
   g_object_class_install_property(
       gobject_class, PROP_ACTIVE_MODEL,

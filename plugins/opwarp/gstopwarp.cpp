@@ -7,7 +7,9 @@
  * keeps the last five prepared frames on the device and emits frame t−4 then frame t as one
  * uint8 tensor (1,12,128,256) named after `model-input`. Everything runs on the pipeline's
  * OpenCL queue; the output carries the completion event. Frames in system memory are uploaded
- * once, and the output falls back to system memory when downstream needs it. Timestamps and
+ * once; NV12 in `memory:DMABuf` is imported zero-copy where the device has a dmabuf import
+ * extension (as in opclupload), else uploaded like system memory after one warning. The output
+ * falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
  * seen and the time spent here, and a road camera's frames carry this element's frame clock (the
  * newest road frame id that has arrived, from which opmsgsink fills modelV2.frameAge). Every frame
@@ -63,10 +65,11 @@
 #include "drive/warp.h"
 #include "op/gstoperror.h"
 #include "op/gstopbufferpool.h"
+#include "op/gstopframetimer.h"
 #include "op/gstoplatency.h"
 #include "op/gstopmemory.h"
-#include "op/gstopslots.h"
 #include "op/gstoptensor.h"
+#include "op/gstopref.h"
 #include "op/gstopupload.h"
 
 GST_DEBUG_CATEGORY_STATIC(gst_op_warp_debug);
@@ -129,15 +132,10 @@ struct Settings {
   uint64_t calibration_version = 0;  // bumped on every change, so the matrix is rebuilt once
 };
 
-// A frame whose output latency is measured when the device completes it.
-struct LatencyProbe {
-  GstOpWarp *self;
-  int64_t start_ns;
-};
-
 // Per-caps device state, built in set_caps and dropped in stop(). Streaming thread only.
 struct Stream {
   GstVideoInfo caps_info;
+  bool dmabuf = false;  // memory:DMABuf caps: frames go through the uploader's import
   op::drive::Intrinsics camera;
   ModelFrame model = ModelFrame::kMedmodel;
   CameraRole role = CameraRole::kRoad;
@@ -145,7 +143,7 @@ struct Stream {
   uint64_t applied_version = UINT64_MAX;
   op::cl::MemHandle staging;  // system-memory frames are uploaded here (allocated once)
   size_t staging_bytes = 0;
-  std::unique_ptr<GstOpUploader> uploader;  // writes them, made with the first one
+  std::unique_ptr<GstOpUploader> uploader;  // imports or writes them, made with the first one
   op::cl::EventHandle staging_event;        // the last upload, alive while a wait list names it
   op::cl::MemHandle download;               // the output for system-memory buffers (allocated once)
   uint64_t frames = 0;
@@ -158,16 +156,15 @@ struct Impl {
   GstOpSettingWarnings warnings;  // refused settings, kept until start without a bus
   std::mutex stream_lock;         // guards stream (streaming thread vs flush events and stop)
   Stream stream;
-  // The latency probes' records, reused so that no frame allocates one. Declared before
-  // `probes`, so they outlive its destructor, which drains the callbacks that give them back.
-  op::Slots<LatencyProbe, 16> probe_records;
-  GstOpKeepAlive probes;  // latency probes whose frames are still on the device
-  // Processing latency: from a frame's arrival to its output being complete on the device.
+  GstOpKeepAlive imports;  // imported DMABuf inputs whose frames are still on the device
+  // Processing latency: from a frame's arrival to its output being complete on the device,
+  // measured by `timer` (declared after it: the timer's drain ends its callbacks first).
   GstOpLatencyReporter latency;
   // The newest road frame id that has arrived here; every road frame's meta holds a reference
   // (modelV2.frameAge downstream).
   GstOpFrameClock *clock = gst_op_frame_clock_new();
   ~Impl() { gst_op_frame_clock_unref(clock); }
+  GstOpFrameTimer timer;
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -184,9 +181,12 @@ struct _GstOpWarp {
 G_DEFINE_TYPE(GstOpWarp, gst_op_warp, GST_TYPE_OP_BASE_FILTER)
 GST_ELEMENT_REGISTER_DEFINE(opwarp, "opwarp", GST_RANK_NONE, GST_TYPE_OP_WARP)
 
+// OpenCL memory first, then system memory, then DMABuf (imported zero-copy where the device can,
+// else uploaded like system memory).
 #define SINK_CAPS                                                          \
   GST_VIDEO_CAPS_MAKE_WITH_FEATURES(GST_CAPS_FEATURE_MEMORY_OP_CL, "NV12") \
-  "; " GST_VIDEO_CAPS_MAKE("NV12")
+  "; " GST_VIDEO_CAPS_MAKE("NV12") "; " GST_VIDEO_CAPS_MAKE_WITH_FEATURES( \
+      GST_OP_CAPS_FEATURE_MEMORY_DMABUF, "NV12")
 #define SRC_CAPS \
   GST_OP_TENSOR_CAPS_NAME "(" GST_CAPS_FEATURE_MEMORY_OP_CL "); " GST_OP_TENSOR_CAPS_NAME
 
@@ -401,6 +401,7 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   // Frames in flight may still read the old warper's buffers: the queue is in order, and the
   // handles keep the OpenCL objects alive until those commands finish.
   st.caps_info = info;
+  st.dmabuf = gst_op_caps_is_dmabuf(incaps);
   st.camera = camera;
   st.model = model;
   st.role = role;
@@ -459,26 +460,45 @@ static gboolean SinkEvent(GstBaseTransform *trans, GstEvent *event) {
 
 // ---- Frames -------------------------------------------------------------------------------
 
-// Makes the input frame available as a cl_mem: OpenCL memory of our context is used in place
-// (its last writer joins `wait`), anything else is uploaded once into the staging buffer.
-// `layout` gets offsets relative to the returned cl_mem.
-static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBuffer *inbuf,
-                                       op::drive::Nv12Layout *layout, op::cl::EventList *wait) {
+static GstOpUploader *Uploader(GstOpWarp *self, GstOpContext *ctx) {
   Stream &st = self->impl->stream;
+  if (!st.uploader)
+    st.uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
+  return st.uploader.get();
+}
+
+// Makes the input frame available as a cl_mem: OpenCL memory of our context is used in place
+// (its last writer joins `wait`), a DMABuf frame the device can import becomes such memory
+// (`imported`, which the caller keeps until the warp has read it), anything else is uploaded
+// once into the staging buffer. `layout` gets offsets relative to the returned cl_mem; `frame`
+// is the frame's own layout (for the imported buffer's GstVideoMeta).
+static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBuffer *inbuf,
+                                       const GstVideoInfo &frame, op::drive::Nv12Layout *layout,
+                                       op::cl::EventList *wait, GstOpRef<GstBuffer> *imported) {
+  Stream &st = self->impl->stream;
+  if (st.dmabuf) {
+    // Null where the device has no import extension (the uploader warns once) or the frame is
+    // not one dmabuf memory: then it is uploaded below like system memory.
+    OP_ASSIGN_OR_RETURN(GstBuffer * wrapped, Uploader(self, ctx)->Import(inbuf, frame));
+    if (wrapped) {
+      *imported = GstOpRef<GstBuffer>(wrapped);
+      inbuf = wrapped;
+    }
+  }
   const size_t needed = layout->MinBytes();
   GstMemory *mem = gst_buffer_n_memory(inbuf) == 1 ? gst_buffer_peek_memory(inbuf, 0) : nullptr;
   if (mem && gst_is_op_memory_on(mem, ctx)) {
     GstMapInfo info;
     if (!gst_op_memory_map_cl(mem, &info, GST_MAP_READ))
       return op::Internal("could not map the input frame's OpenCL memory");
-    cl_mem frame = gst_op_map_info_get_cl_mem(&info);
+    cl_mem cl_frame = gst_op_map_info_get_cl_mem(&info);
     gst_memory_unmap(mem, &info);
     op::cl::EventHandle writer = gst_op_memory_get_write_event(mem);
     if (!wait->Add(writer.get()))
       return op::Internal("too many events to wait for");
     layout->y_offset += mem->offset;
     layout->uv_offset += mem->offset;
-    return frame;
+    return cl_frame;
   }
 
   if (!st.staging || st.staging_bytes < needed) {
@@ -486,9 +506,7 @@ static op::StatusOr<cl_mem> InputFrame(GstOpWarp *self, GstOpContext *ctx, GstBu
     OP_ASSIGN_OR_RETURN(st.staging, gst_op_context_get_device(ctx)->CreateBuffer(needed));
     st.staging_bytes = needed;
   }
-  if (!st.uploader)
-    st.uploader = std::make_unique<GstOpUploader>(GST_ELEMENT(self), ctx, false);
-  auto written = st.uploader->WriteBuffer(inbuf, needed, st.staging.get(), *wait);
+  auto written = Uploader(self, ctx)->WriteBuffer(inbuf, needed, st.staging.get(), *wait);
   if (!written.ok())
     return written.status();
   if (!wait->Add(written->get()))
@@ -510,16 +528,6 @@ static guint32 FrameIdFor(GstOpWarp *self, Stream &st, GstBuffer *inbuf) {
   st.id_source = source;
   return source == op::drive::FrameIdSource::kBufferOffset ? guint32(GST_BUFFER_OFFSET(inbuf))
                                                            : guint32(st.frames);
-}
-
-// Runs on a driver thread when a frame's output is complete.
-static void MeasureLatency(void *data, cl_int status) {
-  auto *probe = static_cast<LatencyProbe *>(data);
-  Impl &impl = *probe->self->impl;
-  if (status == CL_COMPLETE)
-    impl.latency.NoteAndPost(GST_ELEMENT(probe->self),
-                             g_get_monotonic_time() * 1000 - probe->start_ns);
-  impl.probe_records.Release(probe);
 }
 
 static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQuery *query) {
@@ -557,8 +565,7 @@ static op::Status WarpToDevice(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
   if (frame != st.staging.get() && gst_is_op_memory_on(in_mem, ctx))
     gst_op_memory_set_write_event(in_mem, done.get());
   // The latency is known once the device is done with the frame.
-  impl.probes.OnComplete(done.get(), MeasureLatency,
-                         impl.probe_records.Acquire(LatencyProbe{self, start_ns}));
+  impl.timer.Track(done.get(), start_ns);
   return op::Status::Ok();
 }
 
@@ -591,17 +598,21 @@ static op::Status WarpToSystem(GstOpWarp *self, GstOpContext *ctx, cl_mem frame,
     // there knows about OpenCL events.
     s = read.ok() ? op::cl::WaitForEvent(read->get()) : read.status();
     if (s.ok())
-      impl.latency.NoteAndPost(GST_ELEMENT(self), g_get_monotonic_time() * 1000 - start_ns);
+      impl.latency.NoteAndPost(GST_ELEMENT(self), GstOpFrameTimer::Now() - start_ns);
   }
   gst_buffer_unmap(outbuf, &map);
   return s;
+}
+
+static void ReleaseImported(void *buffer, cl_int) {
+  gst_buffer_unref(static_cast<GstBuffer *>(buffer));
 }
 
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_WARP(trans);
   Impl &impl = *self->impl;
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t start_ns = g_get_monotonic_time() * 1000;
+  const int64_t start_ns = GstOpFrameTimer::Now();
   GstOpContext *ctx = gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self));
   std::lock_guard<std::mutex> stream_guard(impl.stream_lock);
   Stream &st = impl.stream;
@@ -642,7 +653,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   }
 
   op::cl::EventList wait;
-  auto frame = InputFrame(self, ctx, inbuf, &layout, &wait);
+  GstOpRef<GstBuffer> imported;  // a DMABuf frame imported zero-copy: read in place of inbuf
+  auto frame =
+      InputFrame(self, ctx, inbuf, meta_ok ? vinfo : st.caps_info, &layout, &wait, &imported);
+  GstBuffer *source = imported ? imported.get() : inbuf;
   op::Status s = frame.ok() ? st.warper->SetLayout(layout) : frame.status();
   if (!s.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(self, s, RESOURCE, FAILED, ("Could not read the input frame"));
@@ -661,7 +675,7 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     }
     cl_mem out = gst_op_map_info_get_cl_mem(&info);
     gst_memory_unmap(out_mem, &info);
-    s = WarpToDevice(self, ctx, *frame, inbuf, outbuf, out, out_mem->offset, wait, start_ns,
+    s = WarpToDevice(self, ctx, *frame, source, outbuf, out, out_mem->offset, wait, start_ns,
                      &warp_first, &warp_last);
   } else {
     s = WarpToSystem(self, ctx, *frame, outbuf, wait, start_ns, &warp_first, &warp_last);
@@ -671,6 +685,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
                                 ("Could not warp the frame on the OpenCL device"));
     return GST_FLOW_ERROR;
   }
+  // The camera may refill an imported frame's dmabuf once it has it back: the wrapper, which
+  // holds the input, goes when the device has read it.
+  if (imported)
+    impl.imports.OnComplete(warp_last.get(), ReleaseImported, imported.release());
 
   // Provenance: upstream's meta was copied with the buffer's metadata; a source without one
   // gets a frame id (FrameIdFor) and the PTS as end-of-frame time.
@@ -709,7 +727,8 @@ static void Close(GstOpBaseFilter *base) {
   // Stopping: the frames in flight must finish before their buffers and our memory go.
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
-  impl.probes.Drain();
+  impl.timer.Drain();
+  impl.imports.Drain();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
@@ -789,5 +808,6 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
 
 static void gst_op_warp_init(GstOpWarp *self) {
   self->impl = new Impl();
+  self->impl->timer.ReportTo(&self->impl->latency, GST_ELEMENT(self));
   gst_video_info_init(&self->impl->stream.caps_info);
 }

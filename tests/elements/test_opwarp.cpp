@@ -1,10 +1,15 @@
 // opwarp on the machine's OpenCL device (PoCL in CI): caps, bytes against the C++ reference warp
 // (which is itself checked against hand-worked answers and numpy), the history, both memories,
-// camera strides, properties, the calibration event, bad input, and the gst-launch pipeline.
+// DMABuf input, camera strides, properties, the calibration event, bad input, and the gst-launch
+// pipeline.
+#include <gst/allocators/gstdmabuf.h>
 #include <gst/check/gstharness.h>
 #include <gst/gst.h>
 #include <gst/video/video.h>
 #include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -318,6 +323,121 @@ TEST_F(OpWarpTest, OpenClMemoryInAndOut) {
   gst_object_unref(*ctx);
 }
 
+// A camera-style frame in a memfd wrapped as a dmabuf memory, like a camera's buffer, with the
+// GstVideoMeta that describes its strides.
+GstBuffer *DmabufFrame(GstAllocator *dmabuf, const std::vector<uint8_t> &bytes, const Nv12Layout &l,
+                       GstClockTime pts) {
+  int fd = memfd_create("op-test-warp-frame", MFD_CLOEXEC);
+  if (fd < 0) {
+    ADD_FAILURE() << "memfd_create: " << g_strerror(errno);
+    return nullptr;
+  }
+  if (ftruncate(fd, off_t(bytes.size())) != 0 ||
+      pwrite(fd, bytes.data(), bytes.size(), 0) != ssize_t(bytes.size())) {
+    ADD_FAILURE() << "writing the memfd: " << g_strerror(errno);
+    close(fd);
+    return nullptr;
+  }
+  GstBuffer *b = gst_buffer_new();
+  gst_buffer_append_memory(b, gst_dmabuf_allocator_alloc(dmabuf, fd, bytes.size()));
+  gsize offsets[4] = {l.y_offset, l.uv_offset, 0, 0};
+  gint strides[4] = {gint(l.y_stride), gint(l.uv_stride), 0, 0};
+  gst_buffer_add_video_meta_full(b, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_NV12, l.width,
+                                 l.height, 2, offsets, strides);
+  GST_BUFFER_PTS(b) = pts;
+  GST_BUFFER_DURATION(b) = GST_SECOND / 20;
+  return b;
+}
+
+TEST_F(OpWarpTest, DmabufInputGivesTheSameTensorsAsSystemMemory) {
+  // The same camera-style frames as system memory and as dmabuf memories: the tensors must be
+  // equal byte for byte (and equal the reference). Where the device cannot import a dmabuf the
+  // frames are uploaded after exactly one warning; where it can, there is none.
+  const Nv12Layout l = Nv12Layout::Camera(1928, 1208);
+  const char *kProps = "opwarp rpy=0.01,0.02,-0.01";
+  std::vector<std::vector<uint8_t>> frames;
+  for (int t = 0; t < 6; t++)
+    frames.push_back(RandomBytes(l.uv_offset + l.uv_stride * 604, 400 + t));
+
+  auto run = [&](bool dmabuf) {
+    std::vector<std::vector<uint8_t>> outs;
+    GstAllocator *allocator = gst_dmabuf_allocator_new();
+    Make(kProps);
+    gst_harness_set_src_caps_str(
+        h, dmabuf ? "video/x-raw(memory:DMABuf),format=NV12,width=1928,height=1208,framerate=20/1"
+                  : kTiciCaps);
+    for (size_t t = 0; t < frames.size(); t++) {
+      const GstClockTime pts = t * GST_SECOND / 20;
+      GstBuffer *in;
+      if (dmabuf) {
+        in = DmabufFrame(allocator, frames[t], l, pts);
+      } else {
+        in = Wrap(frames[t], pts);
+        gsize offsets[4] = {0, l.uv_offset, 0, 0};
+        gint strides[4] = {gint(l.y_stride), gint(l.uv_stride), 0, 0};
+        gst_buffer_add_video_meta_full(in, GST_VIDEO_FRAME_FLAG_NONE, GST_VIDEO_FORMAT_NV12, 1928,
+                                       1208, 2, offsets, strides);
+      }
+      if (!in)
+        break;
+      EXPECT_EQ(gst_harness_push(h, in), GST_FLOW_OK) << "frame " << t;
+      GstBuffer *out = gst_harness_pull(h);
+      if (!out) {
+        ADD_FAILURE() << "no output for frame " << t;
+        break;
+      }
+      outs.push_back(Bytes(out));
+      gst_buffer_unref(out);
+    }
+    gst_object_unref(allocator);
+    return outs;
+  };
+
+  const std::vector<std::vector<uint8_t>> system = run(false);
+  EXPECT_EQ(Drain(bus, GST_MESSAGE_ERROR), "");
+  gst_harness_teardown(h);
+  h = nullptr;
+  gst_object_unref(bus);
+  bus = nullptr;
+
+  const std::vector<std::vector<uint8_t>> dmabuf = run(true);
+  // One pass over the bus (popping one type discards the others posted before it).
+  std::string errors, warnings;
+  while (GstMessage *msg = gst_bus_pop(bus)) {
+    GError *err = nullptr;
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR)
+      gst_message_parse_error(msg, &err, nullptr);
+    else if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_WARNING)
+      gst_message_parse_warning(msg, &err, nullptr);
+    if (err)
+      (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR ? errors : warnings) +=
+          err->message + std::string("\n");
+    g_clear_error(&err);
+    gst_message_unref(msg);
+  }
+  EXPECT_EQ(errors, "");
+
+  ASSERT_EQ(system.size(), frames.size());
+  ASSERT_EQ(dmabuf.size(), frames.size());
+  for (size_t t = 0; t < frames.size(); t++) {
+    EXPECT_EQ(Diff(dmabuf[t], 0, system[t]), "") << "frame " << t;
+    EXPECT_EQ(Diff(dmabuf[t], kFrameTensorBytes,
+                   Expected(frames[t], l, TiciRoad(), ModelFrame::kMedmodel, {0.01, 0.02, -0.01})),
+              "")
+        << "frame " << t;
+  }
+
+  auto device = op::cl::Device::Open("auto");
+  ASSERT_TRUE(device.ok()) << device.status().ToString();
+  const bool can_import =
+      gst_op_dmabuf_import_method((*device)->caps()) != GstOpDmabufImport::kNone;
+  size_t fallback = 0;
+  for (size_t at = warnings.find("DMABuf import not supported"); at != std::string::npos;
+       at = warnings.find("DMABuf import not supported", at + 1))
+    fallback++;
+  EXPECT_EQ(fallback, can_import ? 0u : 1u) << warnings;
+}
+
 TEST_F(OpWarpTest, MalformedStringsAreRefusedAndQuoted) {
   Make("opwarp rpy=0,0.02,-0.01 intrinsics=500,500,320,240");
   for (const char *bad : {"0,0.02", "a,b,c", "0;0;0"}) {
@@ -474,6 +594,32 @@ TEST_F(OpWarpTest, LatencyAddsTheMeasuredProcessingTime) {
   const GstClockTime total = gst_harness_query_latency(h);
   EXPECT_GT(total, 10 * GST_MSECOND + GST_MSECOND);
   EXPECT_LT(total, 10 * GST_MSECOND + 10 * GST_SECOND);
+}
+
+TEST_F(OpWarpTest, LatencyOfADeviceOutputIsMeasuredAtItsCompletion) {
+  // OpenCL output: nothing waits on the host, the frame's completion announces the latency.
+  auto ctx = gst_op_context_new("auto");
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  GstContext *context = gst_context_new_op_context(*ctx);
+  Make("opwarp", context);
+  gst_context_unref(context);
+  gst_harness_set_upstream_latency(h, 10 * GST_MSECOND);
+  gst_harness_set_src_caps_str(h, kTiciCaps);
+  gst_harness_set_sink_caps_str(h, "application/x-op-tensors(memory:OpCLMemory)");
+  const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
+  ASSERT_EQ(gst_harness_push(h, Wrap(RandomBytes(l.MinBytes(), 10), 0)), GST_FLOW_OK);
+  GstBuffer *out = gst_harness_pull(h);
+  ASSERT_NE(out, nullptr);
+  ASSERT_TRUE(gst_is_op_memory(gst_buffer_peek_memory(out, 0)));
+  Bytes(out);  // waits for the warp
+  gst_buffer_unref(out);
+  GstMessage *msg = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_LATENCY);
+  ASSERT_NE(msg, nullptr) << "no LATENCY message from the completion";
+  gst_message_unref(msg);
+  const GstClockTime total = gst_harness_query_latency(h);
+  EXPECT_GT(total, 10 * GST_MSECOND);
+  EXPECT_LT(total, 10 * GST_MSECOND + 10 * GST_SECOND);
+  gst_object_unref(*ctx);
 }
 
 TEST_F(OpWarpTest, GstLaunchPipelineWritesTwelvePlanesPerFrame) {

@@ -1,9 +1,6 @@
 #include "common/net/model_slot.h"
 
-#include <chrono>
-#include <cinttypes>
-#include <cstdio>
-
+#include "op/gstoperror.h"
 #include "op/gstopmemory.h"
 
 GType gst_op_precision_get_type(void) {
@@ -21,6 +18,9 @@ GType gst_op_precision_get_type(void) {
   }
   return type;
 }
+
+GST_DEBUG_CATEGORY_STATIC(gst_op_model_slot_debug);
+#define GST_CAT_DEFAULT gst_op_model_slot_debug
 
 namespace op::net {
 
@@ -54,7 +54,14 @@ Precision ModelSlot::precision() const {
   return precision_;
 }
 
-Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
+void ModelSlot::SetOwner(GstElement *owner) {
+  owner_ = owner;
+  GST_DEBUG_CATEGORY_INIT(gst_op_model_slot_debug, "opmodelslot", 0,
+                          "model loading and swapping of opvision and oppolicy");
+}
+
+bool ModelSlot::Start(std::shared_ptr<cl::Device> device, const char *role, const char *kind,
+                      const Prepare &prepare) {
   std::string path;
   Precision precision;
   {
@@ -63,13 +70,32 @@ Status ModelSlot::Open(std::shared_ptr<cl::Device> device) {
     precision = precision_;
     device_ = device;
   }
-  if (path.empty())
-    return NotFound("no model: set the model property to an .onnx or .opm file");
-  OP_ASSIGN_OR_RETURN(current_, Load(device, path, precision));
+  Status s = path.empty() ? NotFound("no model: set the model property to an .onnx or .opm file")
+                          : Status::Ok();
+  if (s.ok()) {
+    auto loaded = Load(device, path, precision);
+    if (loaded.ok())
+      current_ = std::move(loaded).value();
+    else
+      s = loaded.status();
+  }
+  if (!s.ok()) {
+    GST_OP_ELEMENT_ERROR_STATUS(owner_, s, LIBRARY, INIT,
+                                ("Could not load the %s model \"%s\".", role, path.c_str()));
+    Close();
+    return false;
+  }
+  s = prepare(*current_);
+  if (!s.ok()) {
+    GST_OP_ELEMENT_ERROR_STATUS(owner_, s, CORE, NEGOTIATION,
+                                ("The model \"%s\" is not %s.", path.c_str(), kind));
+    Close();
+    return false;
+  }
   std::lock_guard<std::mutex> g(lock_);
   current_path_ = path;
   open_ = true;
-  return Status::Ok();
+  return true;
 }
 
 StatusOr<std::unique_ptr<Network>> ModelSlot::Load(std::shared_ptr<cl::Device> device,
@@ -112,10 +138,30 @@ void ModelSlot::StartLoad(const std::string &path) {
   });
 }
 
-void ModelSlot::Adopt(std::unique_ptr<Network> network, const std::string &path) {
-  current_ = std::move(network);
+ModelSlot::Swap ModelSlot::AdoptPending(const Prepare &prepare, const GstOpTensorInfo &negotiated) {
+  Pending pending = TakePending();
+  if (!pending.present)
+    return Swap::kNone;
+  if (!pending.status.ok()) {
+    GST_OP_ELEMENT_WARNING_STATUS(
+        owner_, pending.status, RESOURCE, NOT_FOUND,
+        ("Could not load model \"%s\"; the previous model keeps running.", pending.path.c_str()));
+    return Swap::kNone;
+  }
+  Status fit = prepare(*pending.network);
+  if (!fit.ok()) {
+    GST_OP_ELEMENT_WARNING_STATUS(
+        owner_, fit, CORE, NEGOTIATION,
+        ("Model \"%s\" does not fit this stream; the previous model keeps running.",
+         pending.path.c_str()));
+    return Swap::kNone;
+  }
+  const Swap swap = pending.network->outputs() != negotiated ? Swap::kNewOutputs : Swap::kSame;
+  GST_INFO_OBJECT(owner_, "switching to %s", pending.network->Describe().c_str());
+  current_ = std::move(pending.network);
   std::lock_guard<std::mutex> g(lock_);
-  current_path_ = path;
+  current_path_ = pending.path;
+  return swap;
 }
 
 std::string ModelSlot::current_path() const {
@@ -142,147 +188,6 @@ void ModelSlot::Close() {
   current_.reset();
   current_path_.clear();
   device_.reset();
-}
-
-// ---- FrameTimer ---------------------------------------------------------------------------
-
-int64_t FrameTimer::Now() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void FrameTimer::Track(cl_event done, int64_t start_ns, cl_event first, cl_event last) {
-  Slot *slot = nullptr;
-  {
-    std::lock_guard<std::mutex> g(lock_);
-    for (size_t i = 0; i < kSlots && !slot; i++) {
-      Slot &s = slots_[(next_ + i) % kSlots];
-      if (!s.busy) {
-        slot = &s;
-        next_ = (next_ + i + 1) % kSlots;
-      }
-    }
-    if (!slot)
-      return;
-    slot->timer = this;
-    slot->start_ns = start_ns;
-    slot->first = first;
-    slot->last = last;
-    slot->busy = true;
-    pending_++;
-  }
-  if (first)
-    clRetainEvent(first);
-  if (last)
-    clRetainEvent(last);
-  if (clSetEventCallback(done, CL_COMPLETE, &FrameTimer::OnComplete, slot) != CL_SUCCESS) {
-    ReleaseEvents(slot);
-    std::lock_guard<std::mutex> g(lock_);
-    slot->busy = false;
-    pending_--;
-  }
-}
-
-void FrameTimer::ReleaseEvents(Slot *slot) {
-  if (slot->first)
-    clReleaseEvent(slot->first);
-  if (slot->last)
-    clReleaseEvent(slot->last);
-  slot->first = slot->last = nullptr;
-}
-
-void CL_CALLBACK FrameTimer::OnComplete(cl_event done, cl_int status, void *data) {
-  auto *slot = static_cast<Slot *>(data);
-  FrameTimer *t = slot->timer;
-  const int64_t end = Now();
-  // Device time: every command of the frame has completed, so their profiling times are set
-  // (on a queue without profiling the queries fail and only the first time is kept).
-  cl_ulong dev_start = 0, dev_end = 0;
-  const bool device =
-      status == CL_COMPLETE && slot->first &&
-      clGetEventProfilingInfo(slot->first, CL_PROFILING_COMMAND_START, sizeof(dev_start),
-                              &dev_start, nullptr) == CL_SUCCESS &&
-      clGetEventProfilingInfo(slot->last ? slot->last : done, CL_PROFILING_COMMAND_END,
-                              sizeof(dev_end), &dev_end, nullptr) == CL_SUCCESS &&
-      dev_end >= dev_start;
-  ReleaseEvents(slot);
-  std::lock_guard<std::mutex> g(t->lock_);
-  if (device) {
-    t->stats_.device_frames++;
-    t->stats_.device_total_ns += dev_end - dev_start;
-    t->stats_.device_last_ns = dev_end - dev_start;
-  }
-  if (status == CL_COMPLETE) {
-    const uint64_t ns = uint64_t(end > slot->start_ns ? end - slot->start_ns : 0);
-    t->stats_.frames++;
-    t->stats_.total_ns += ns;
-    t->stats_.last_ns = ns;
-    if (ns > t->stats_.max_ns)
-      t->stats_.max_ns = ns;
-  }
-  slot->busy = false;
-  if (--t->pending_ == 0)
-    t->idle_.notify_all();
-}
-
-void FrameTimer::Drain() {
-  std::unique_lock<std::mutex> g(lock_);
-  idle_.wait(g, [this] { return pending_ == 0; });
-}
-
-void FrameTimer::Reset() {
-  std::lock_guard<std::mutex> g(lock_);
-  stats_ = Stats();
-}
-
-FrameTimer::Stats FrameTimer::stats() const {
-  std::lock_guard<std::mutex> g(lock_);
-  return stats_;
-}
-
-std::string FrameTimer::Summary() const {
-  const Stats s = stats();
-  char line[200];
-  std::snprintf(line, sizeof line,
-                "%" PRIu64
-                " frames: device time %.2f ms per frame; submission to completion "
-                "%.2f ms per frame, longest %.2f ms",
-                s.frames, s.device_mean_ns() / 1e6, s.mean_ns() / 1e6, s.max_ns / 1e6);
-  return line;
-}
-
-// ---- properties ---------------------------------------------------------------------------
-
-void InstallFrameTimerProperties(GObjectClass *klass, guint first) {
-  const auto ro = (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
-  g_object_class_install_property(
-      klass, first,
-      g_param_spec_double("mean-time", "Mean time",
-                          "Mean time from submission to device completion per frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      klass, first + 1,
-      g_param_spec_double("max-time", "Maximum time",
-                          "Longest time from submission to device completion of a frame (ms)", 0,
-                          G_MAXDOUBLE, 0, ro));
-  g_object_class_install_property(
-      klass, first + 2,
-      g_param_spec_double("device-time", "Device time",
-                          "Mean device time per frame, from the start of its first kernel to the "
-                          "end of its last (ms; 0 where the queue has no profiling)",
-                          0, G_MAXDOUBLE, 0, ro));
-}
-
-bool GetFrameTimerProperty(const FrameTimer &timer, guint first, guint id, GValue *value) {
-  if (id < first || id > first + 2)
-    return false;
-  const FrameTimer::Stats s = timer.stats();
-  const double ns = id == first       ? s.mean_ns()
-                    : id == first + 1 ? double(s.max_ns)
-                                      : s.device_mean_ns();
-  g_value_set_double(value, ns / 1e6);
-  return true;
 }
 
 // ---- DeviceInput --------------------------------------------------------------------------
