@@ -7,6 +7,7 @@
 #include "op/gstoperror.h"
 #include "op/gstopkeepalive.h"
 #include "op/gstoplatency.h"
+#include "op/gstoplive.h"
 #include "op/gstopmemory.h"
 #include "op/gstopref.h"
 #include "op/gstoptensor.h"
