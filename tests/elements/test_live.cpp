@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string>
@@ -189,9 +190,11 @@ class LiveTest : public ::testing::Test {
       b = uint8_t(rng());
   }
 
-  // Runs `frames` frames, `period_us` apart (0: all at once), through the pipeline; the ids are
-  // the buffer offsets (offset_end = offset + 1, as cameras set them).
-  void Run(bool live, int frames, gulong period_us, Record *r) {
+  // Runs `frames` frames, `period_us` apart (0: all at once), through the pipeline, or fewer
+  // once `enough` says so; the ids are the buffer offsets (offset_end = offset + 1, as cameras
+  // set them).
+  void Run(bool live, int frames, gulong period_us, Record *r,
+           const std::function<bool()> &enough = nullptr) {
     const std::string caps = "video/x-raw,format=NV12,width=" + std::to_string(kWidth) +
                              ",height=" + std::to_string(kHeight) + ",framerate=20/1";
     const std::string line = std::string("appsrc name=src format=time is-live=") +
@@ -220,7 +223,7 @@ class LiveTest : public ::testing::Test {
     ASSERT_NE(gst_element_set_state(pipeline_, GST_STATE_PLAYING), GST_STATE_CHANGE_FAILURE);
 
     const gint64 t0 = g_get_monotonic_time();
-    for (int k = 0; k < frames; k++) {
+    for (int k = 0; k < frames && !(enough && enough()); k++) {
       if (period_us) {
         const gint64 due = t0 + gint64(k) * gint64(period_us);
         const gint64 now = g_get_monotonic_time();
@@ -238,6 +241,7 @@ class LiveTest : public ::testing::Test {
       g_signal_emit_by_name(src_, "push-buffer", b, &ret);
       gst_buffer_unref(b);
       ASSERT_EQ(ret, GST_FLOW_OK) << "frame " << k;
+      pushed_ = k + 1;
     }
     GstFlowReturn ret = GST_FLOW_OK;
     g_signal_emit_by_name(src_, "end-of-stream", &ret);
@@ -268,6 +272,7 @@ class LiveTest : public ::testing::Test {
   }
 
   std::vector<uint8_t> frame_;
+  int pushed_ = 0;  // frames the last Run pushed
   GstElement *pipeline_ = nullptr, *src_ = nullptr, *w_ = nullptr, *v_ = nullptr, *s_ = nullptr;
 };
 
@@ -288,8 +293,10 @@ TEST_F(LiveTest, NotLiveEveryFrameIsWarpedAndEvaluated) {
 }
 
 TEST_F(LiveTest, LiveFramesBeyondTwoOnTheDeviceAreDroppedAndCounted) {
-  // The network's own device time from a short non-live run; the live run feeds frames at a
-  // third of it, three times faster than the device runs the network.
+  // The network's own device time from a short non-live run; the live run feeds frames at half
+  // of it, twice as fast as the device runs the network, until frames were dropped and the
+  // drops after modeld's first ten frames show in a published frameDropPerc (at least
+  // OP_LIVE_FRAMES frames, at most ten times as many: machines and their load differ).
   double device_ms = 0;
   gulong period_us = gulong(EnvNumber("OP_LIVE_PERIOD_MS", 0) * 1000);
   if (!period_us) {
@@ -300,19 +307,28 @@ TEST_F(LiveTest, LiveFramesBeyondTwoOnTheDeviceAreDroppedAndCounted) {
     pipeline_ = src_ = w_ = v_ = s_ = nullptr;
     if (device_ms <= 0)
       GTEST_SKIP() << "the OpenCL queue has no profiling: device times are not measured";
-    period_us = gulong(std::max(1000.0, device_ms * 1000.0 / 3.0));
+    period_us = gulong(std::max(2000.0, device_ms * 1000.0 / 2.0));
   }
   const int kFrames = int(EnvNumber("OP_LIVE_FRAMES", 60));
   Record r;
-  ASSERT_NO_FATAL_FAILURE(Run(true, kFrames, period_us, &r));
+  auto enough = [&] {
+    if (pushed_ < kFrames)
+      return false;
+    std::lock_guard<std::mutex> guard(r.lock);
+    const bool shown = std::any_of(r.perc.begin(), r.perc.end(),
+                                   [](const std::pair<guint32, float> &p) { return p.second > 0; });
+    return shown && Stat(w_, "dropped") > 0;
+  };
+  ASSERT_NO_FATAL_FAILURE(Run(true, 10 * kFrames, period_us, &r, enough));
+  const int frames = pushed_;
   g_object_get(v_, "device-time", &device_ms, nullptr);
-  std::printf("network device time (mean) %.2f ms, a frame every %.2f ms\n", device_ms,
-              period_us / 1000.0);
+  std::printf("%d frames, network device time (mean) %.2f ms, a frame every %.2f ms\n", frames,
+              device_ms, period_us / 1000.0);
 
   // Every frame is either warped or dropped and counted, each drop with a QoS message.
   const guint64 warped = Stat(w_, "frames"), dropped = Stat(w_, "dropped");
   EXPECT_GT(dropped, 0u);
-  EXPECT_EQ(warped + dropped, guint64(kFrames));
+  EXPECT_EQ(warped + dropped, guint64(frames));
   EXPECT_EQ(r.warped.size(), warped);
   EXPECT_EQ(r.qos, dropped);
   EXPECT_EQ(r.qos_dropped, dropped);
@@ -359,6 +375,7 @@ TEST_F(LiveTest, LiveFramesBeyondTwoOnTheDeviceAreDroppedAndCounted) {
     if (f.published)
       want.push_back(f);
   ASSERT_EQ(r.perc.size(), want.size());
+  ASSERT_FALSE(want.empty()) << "no frame was evaluated";
   for (size_t i = 0; i < want.size(); i++) {
     EXPECT_EQ(r.perc[i].first, want[i].id);
     EXPECT_NEAR(r.perc[i].second, want[i].perc, 1e-4) << "frame " << want[i].id;
