@@ -21,8 +21,9 @@ void GstOpLatencyReporter::AddTo(GstQuery *query) const {
   gboolean live = FALSE;
   GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
   gst_query_parse_latency(query, &live, &min, &max);
-  gst_query_set_latency(query, live, min + max_.load(),
-                        GST_CLOCK_TIME_IS_VALID(max) ? max + max_in_flight() : max);
+  const GstClockTime ours = max_.load();  // one reading for both figures
+  gst_query_set_latency(query, live, min + ours,
+                        GST_CLOCK_TIME_IS_VALID(max) ? max + kGstOpMaxFramesInFlight * ours : max);
 }
 
 GstClockTime GstOpLatencyReporter::max_in_flight() const {

@@ -198,7 +198,8 @@ class LiveTest : public ::testing::Test {
     const std::string caps = "video/x-raw,format=NV12,width=" + std::to_string(kWidth) +
                              ",height=" + std::to_string(kHeight) + ",framerate=20/1";
     const std::string line = std::string("appsrc name=src format=time is-live=") +
-                             (live ? "true" : "false") + " caps=" + caps +
+                             (live ? "true min-latency=0 max-latency=100000000" : "false") +
+                             " caps=" + caps +
                              " ! opwarp name=w rpy=0.01,0.02,-0.01 ! opvision name=v "
                              "precision=fp32 model=" +
                              Model("driving_supercombo_small.onnx") +
@@ -367,6 +368,25 @@ TEST_F(LiveTest, LiveFramesBeyondTwoOnTheDeviceAreDroppedAndCounted) {
       r.done.size(), (unsigned long long)dropped, most_in_flight, p95, median_own);
   RecordProperty("p95_latency_us", int(p95 * 1000));
   RecordProperty("network_device_us", int(median_own * 1000));
+
+  // The latency query (opvision's answer, with opwarp's and appsrc's upstream of it): live, each
+  // element's longest measured time added to the minimum and twice it (the two frames on the
+  // device) to appsrc's 100 ms maximum.
+  GstPad *vsrc = gst_element_get_static_pad(v_, "src");
+  GstQuery *q = gst_query_new_latency();
+  ASSERT_TRUE(gst_pad_query(vsrc, q));
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = 0;
+  gst_query_parse_latency(q, &live, &min, &max);
+  gst_query_unref(q);
+  gst_object_unref(vsrc);
+  EXPECT_TRUE(live);
+  EXPECT_GT(min, 0u);
+  EXPECT_EQ(max, 100 * GST_MSECOND + 2 * min);
+  double vision_max_ms = 0;
+  g_object_get(v_, "max-time", &vision_max_ms, nullptr);
+  EXPECT_GE(min, GstClockTime(vision_max_ms * GST_MSECOND) - 2);
+  std::printf("latency query: live, min %.2f ms, max %.2f ms\n", min / 1e6, max / 1e6);
 
   // The frames opwarp let through are the frames modeld received; what it publishes is what
   // the element published, with the same frameDropPerc.
