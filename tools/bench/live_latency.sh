@@ -26,13 +26,15 @@ echo "model $model, $frames frames every $period_ms ms"
 GST_PLUGIN_PATH_1_0=$build/plugins GST_REGISTRY_1_0=$build/tests/registry.bin \
   XDG_CACHE_HOME=$build/tests/cache OP_SOURCE_ROOT=$root \
   OP_LIVE_MODEL=$model OP_LIVE_FRAMES=$frames OP_LIVE_PERIOD_MS=$period_ms \
-  GST_TRACERS=latency GST_DEBUG=GST_TRACER:7 GST_DEBUG_NO_COLOR=1 GST_DEBUG_FILE=$log \
+  GST_TRACERS=latency GST_DEBUG=GST_TRACER:7,oplivetest:1 GST_DEBUG_NO_COLOR=1 GST_DEBUG_FILE=$log \
   "$test_bin" --gtest_filter='LiveTest.LiveFrames*'
 # One "latency" record per buffer reaching a sink: time=(guint64)NS from the source's push.
+# Only the live run's, after the test's marker (the non-live warm-up run comes first).
 python3 - "$log" <<'PY'
 import re, sys
-times = sorted(int(m.group(1)) / 1e6 for line in open(sys.argv[1], errors="replace")
-               if "latency, src-element-id" in line or line.lstrip().startswith("latency,")
+lines = open(sys.argv[1], errors="replace").read().splitlines()
+start = max((i for i, l in enumerate(lines) if "live run starts" in l), default=-1)
+times = sorted(int(m.group(1)) / 1e6 for line in lines[start + 1:] if "latency, src-element" in line
                for m in [re.search(r"time=\(guint64\)(\d+)", line)] if m)
 if not times:
     sys.exit("no latency tracer records")
