@@ -39,7 +39,8 @@ class GstOpFrameGate {
   static GstOpFrameGate *New() { return new GstOpFrameGate(); }
   void Ref();
   void Unref();
-  // Counts `buffer` as a frame on the device of `ctx` (the context must stay the same). FALSE
+  // Counts `buffer` as a frame on the device of `ctx` (always the same context: the gate keeps a
+  // reference to it, so an element makes a new gate for each start). FALSE
   // when kSlots frames are tracked already: the frame is then not counted.
   bool Track(GstBuffer *buffer, GstOpContext *ctx);
   // Frames tracked and not finished yet.

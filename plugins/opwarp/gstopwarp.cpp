@@ -752,6 +752,10 @@ static void Close(GstOpBaseFilter *base) {
   if (ctx)
     (void)gst_op_context_get_queue(ctx).Finish();
   impl.probes.Drain();
+  // A fresh gate for the next start: the old one, and with it the context, lives on only while
+  // buffers from this run still hold it.
+  impl.gate->Unref();
+  impl.gate = GstOpFrameGate::New();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
