@@ -10,9 +10,9 @@
  * once, and the output falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
  * seen and the time spent here. With a live source the element keeps at most two frames on the
- * device: a frame that arrives while its previous warp is still waiting behind the networks of
- * an earlier frame is dropped before its upload, posted as a QoS message and counted in
- * `dropped`; it leaves a gap in the frame ids that opvision counts as openpilot's modeld does
+ * device: a frame that arrives while two earlier ones are unfinished there (their networks
+ * included) is dropped before its upload, posted as a QoS message and counted in `dropped`; it
+ * leaves a gap in the frame ids that opvision counts as openpilot's modeld does
  * (frameDropPerc). Non-live pipelines warp every frame. A frame without a meta gets its
  * frame id from the buffer offset only where that numbers frames (offset_end = offset + 1, as
  * cameras set it), else from a counter: byte offsets (filesrc, rawvideoparse) are not ids.
