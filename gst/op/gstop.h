@@ -8,6 +8,7 @@
 #include "op/gstopframetimer.h"
 #include "op/gstopkeepalive.h"
 #include "op/gstoplatency.h"
+#include "op/gstoplive.h"
 #include "op/gstopmemory.h"
 #include "op/gstopref.h"
 #include "op/gstoptensor.h"

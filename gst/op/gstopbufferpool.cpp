@@ -334,6 +334,10 @@ gboolean gst_op_decide_output_pool(GstElement *element, GstOpContext *ctx, GstQu
       gst_object_unref(candidate);
     }
   }
+  // Made at activation, before the first frame, so that frames in flight find a free buffer.
+  min = MAX(min, kGstOpPoolWorkingSet);
+  if (max > 0 && min > max)
+    min = max;
   if (pool) {
     GST_DEBUG_OBJECT(element, "reusing downstream pool %" GST_PTR_FORMAT, pool);
     pool = Configured(pool, caps, min, max, configure, &size);

@@ -39,9 +39,16 @@ GstBufferPool *gst_op_buffer_pool_new_configured(GstOpContext *ctx, GstCaps *cap
                                                  guint max, const GstOpPoolConfigure &configure,
                                                  guint *size);
 
+// Buffers an output pool makes when it is activated: the working set of a stream (two frames on
+// the device, one being produced, one waiting in a consumer's input), so that a pool does not
+// grow while frames flow. It still grows beyond it when a consumer holds more (a deep queue, an
+// application collecting buffers) rather than make its producer wait.
+inline constexpr guint kGstOpPoolWorkingSet = 6;
+
 // The output-pool decision of every OpenCL element (decide_allocation): the first pool in
 // `query` that is a GstOpBufferPool on `ctx` is reused with downstream's buffer counts (the
-// minimum raised to `min_buffers`); otherwise, or when that pool refuses the config (it is
+// minimum raised to `min_buffers` and to kGstOpPoolWorkingSet, within downstream's maximum);
+// otherwise, or when that pool refuses the config (it is
 // active), a new one on `ctx` is made. The pool is configured for the query's caps and
 // `configure`, and goes first in the query with the size it computed. Returns FALSE after
 // posting an element error naming the caps when no pool takes the config.

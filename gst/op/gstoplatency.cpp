@@ -1,5 +1,7 @@
 #include "op/gstoplatency.h"
 
+#include "op/gstoplive.h"
+
 bool GstOpLatencyReporter::Note(GstClockTime ns) {
   GstClockTime max = max_.load();
   while (ns > max && !max_.compare_exchange_weak(max, ns)) {
@@ -19,8 +21,13 @@ void GstOpLatencyReporter::AddTo(GstQuery *query) const {
   gboolean live = FALSE;
   GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
   gst_query_parse_latency(query, &live, &min, &max);
-  const GstClockTime ours = max_.load();
-  gst_query_set_latency(query, live, min + ours, GST_CLOCK_TIME_IS_VALID(max) ? max + ours : max);
+  const GstClockTime ours = max_.load();  // one reading for both figures
+  gst_query_set_latency(query, live, min + ours,
+                        GST_CLOCK_TIME_IS_VALID(max) ? max + kGstOpMaxFramesInFlight * ours : max);
+}
+
+GstClockTime GstOpLatencyReporter::max_in_flight() const {
+  return kGstOpMaxFramesInFlight * max_.load();
 }
 
 void GstOpLatencyReporter::Reset() {

@@ -23,7 +23,11 @@ class GstOpLatencyReporter {
   void NoteAndPost(GstElement *element, GstClockTime ns);
   // The longest time measured so far: what latency queries add.
   GstClockTime max() const { return max_.load(); }
-  // For a latency query answered upstream first: adds max() to its minimum and (valid) maximum.
+  // What may be added to the maximum: a live pipeline keeps up to kGstOpMaxFramesInFlight
+  // frames on the device, so a frame may wait for one other frame's processing.
+  GstClockTime max_in_flight() const;
+  // For a latency query answered upstream first (its live flag kept): adds max() to its minimum
+  // and max_in_flight() to its (valid) maximum.
   void AddTo(GstQuery *query) const;
   void Reset();
 

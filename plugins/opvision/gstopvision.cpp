@@ -338,7 +338,7 @@ static void UpdateLatency(GstOpVision *self) {
   Impl *impl = self->impl;
   const GstClockTime measured = impl->timer->stats().max_ns;
   if (impl->latency.Note(measured))
-    gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, measured);
+    gst_aggregator_set_latency(GST_AGGREGATOR(self), measured, impl->latency.max_in_flight());
 }
 
 // One frame's failure: what the element says (the error's text) and why (the Status).
@@ -695,7 +695,7 @@ static gboolean SrcQuery(GstAggregator *agg, GstQuery *query) {
     // the current one (the base class adds what set_latency holds to the upstream latency).
     GstOpLatencyReporter &latency = self->impl->latency;
     latency.Note(self->impl->timer->stats().max_ns);
-    gst_aggregator_set_latency(agg, latency.max(), latency.max());
+    gst_aggregator_set_latency(agg, latency.max(), latency.max_in_flight());
   }
   return GST_AGGREGATOR_CLASS(parent_class)->src_query(agg, query);
 }

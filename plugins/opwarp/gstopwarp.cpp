@@ -12,9 +12,12 @@
  * falls back to system memory when downstream needs it. Timestamps and
  * the provenance meta (GstOpFrameMeta) are kept; the meta records whether a calibration was
  * seen and the time spent here, and a road camera's frames carry this element's frame clock (the
- * newest road frame id that has arrived, from which opmsgsink fills modelV2.frameAge). Every frame
- * enters the history (openpilot warps frames that follow a drop), so the element never drops frames
- * for QoS. A frame without a meta gets its frame id from the buffer offset only where that numbers
+ * newest road frame id that has arrived, from which opmsgsink fills modelV2.frameAge). With a
+ * live source the element keeps at most two frames on the device: a frame that arrives while two
+ * earlier ones are unfinished there (their networks included) is dropped before its upload,
+ * posted as a QoS message and counted in `dropped`; it leaves a gap in the frame ids that
+ * opvision counts as openpilot's modeld does (frameDropPerc). Non-live pipelines warp every
+ * frame. A frame without a meta gets its frame id from the buffer offset only where that numbers
  * frames (offset_end = offset + 1, as cameras set it), else from a counter: byte offsets (filesrc,
  * rawvideoparse) are not ids.
  *
@@ -39,9 +42,13 @@
  *   the meta says the calibration was not seen. A malformed string is refused with a warning
  *   and the previous value stays; "" clears it.
  * - `device` (string, default "auto"): the OpenCL device, when no context is shared yet.
+ * - read-only statistics: `frames` (warped) and `dropped` (live frames dropped because two
+ *   frames were on the device).
  *
  * Latency queries add the longest processing time measured so far (frame arrival to output
- * complete on the device); a new maximum is announced with a LATENCY message.
+ * complete on the device) to the minimum, and twice that (the two frames a live pipeline may
+ * have on the device) to the maximum; live is upstream's. A new maximum is announced with a
+ * LATENCY message.
  */
 #include "opwarp/gstopwarp.h"
 
@@ -67,6 +74,7 @@
 #include "op/gstopbufferpool.h"
 #include "op/gstopframetimer.h"
 #include "op/gstoplatency.h"
+#include "op/gstoplive.h"
 #include "op/gstopmemory.h"
 #include "op/gstoptensor.h"
 #include "op/gstopref.h"
@@ -115,6 +123,8 @@ enum {
   PROP_DEVICE_TYPE,
   PROP_INTRINSICS,
   PROP_RPY,
+  PROP_FRAMES,
+  PROP_DROPPED,
 };
 
 namespace {
@@ -163,8 +173,18 @@ struct Impl {
   // The newest road frame id that has arrived here; every road frame's meta holds a reference
   // (modelV2.frameAge downstream).
   GstOpFrameClock *clock = gst_op_frame_clock_new();
-  ~Impl() { gst_op_frame_clock_unref(clock); }
   GstOpFrameTimer timer;
+  // Whether upstream is live (asked in set_caps, refreshed by every latency query): only then
+  // are frames dropped to bound the frames on the device.
+  std::atomic<bool> live{false};
+  std::atomic<guint64> frames{0}, dropped{0};
+  // Live frames on the device, from the warp until the device finished what downstream enqueued
+  // for them (their networks). A reference: buffers still out hold theirs.
+  GstOpFrameGate *gate = GstOpFrameGate::New();
+  ~Impl() {
+    gate->Unref();
+    gst_op_frame_clock_unref(clock);
+  }
 };
 
 const char *ModelInputName(GstOpWarpModelInput m) {
@@ -212,6 +232,9 @@ static GstOpTensorInfo OutputInfo(GstOpWarpModelInput m) {
 static gboolean Open(GstOpBaseFilter *base, GstOpContext *) {
   auto *self = GST_OP_WARP(base);
   self->impl->warnings.Post(GST_ELEMENT(self));
+  self->impl->live = false;
+  self->impl->frames = 0;
+  self->impl->dropped = 0;
   return TRUE;
 }
 
@@ -292,6 +315,12 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       break;
     case PROP_RPY:
       g_value_set_string(value, impl.settings.rpy_string.c_str());
+      break;
+    case PROP_FRAMES:
+      g_value_set_uint64(value, impl.frames);
+      break;
+    case PROP_DROPPED:
+      g_value_set_uint64(value, impl.dropped);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -407,7 +436,9 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   st.role = role;
   st.warper = std::move(warper).value();
   st.applied_version = UINT64_MAX;
-  GST_DEBUG_OBJECT(self, "in %" GST_PTR_FORMAT ", out %" GST_PTR_FORMAT, incaps, outcaps);
+  impl.live = gst_op_upstream_is_live(GST_BASE_TRANSFORM_SINK_PAD(trans));
+  GST_DEBUG_OBJECT(self, "in %" GST_PTR_FORMAT ", out %" GST_PTR_FORMAT "%s", incaps, outcaps,
+                   impl.live ? " (live)" : "");
   return TRUE;
 }
 
@@ -536,6 +567,9 @@ static gboolean Query(GstBaseTransform *trans, GstPadDirection direction, GstQue
     return parent->query(trans, direction, query);
   if (!parent->query(trans, direction, query))
     return FALSE;
+  gboolean live = FALSE;
+  gst_query_parse_latency(query, &live, nullptr, nullptr);
+  GST_OP_WARP(trans)->impl->live = live;
   const GstOpLatencyReporter &latency = GST_OP_WARP(trans)->impl->latency;
   latency.AddTo(query);
   GST_DEBUG_OBJECT(trans, "latency: upstream + %" GST_TIME_FORMAT, GST_TIME_ARGS(latency.max()));
@@ -608,6 +642,22 @@ static void ReleaseImported(void *buffer, cl_int) {
   gst_buffer_unref(static_cast<GstBuffer *>(buffer));
 }
 
+// A live frame finds two frames on the device (their networks not finished): it is dropped
+// before any upload or device work, and counted; its id still advances the counter, so that the
+// gap is visible downstream. Caller holds stream_lock.
+static bool DropForInFlight(GstOpWarp *self, GstBuffer *inbuf) {
+  Impl &impl = *self->impl;
+  if (!impl.live || impl.gate->in_flight() < int(kGstOpMaxFramesInFlight))
+    return false;
+  impl.stream.frames++;
+  const guint64 dropped = ++impl.dropped;
+  GST_DEBUG_OBJECT(self, "two frames on the device: dropping the frame at %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(GST_BUFFER_PTS(inbuf)));
+  gst_op_post_qos_drop(GST_ELEMENT(self), &GST_BASE_TRANSFORM(self)->segment, inbuf, impl.frames,
+                       dropped);
+  return true;
+}
+
 static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuffer *outbuf) {
   auto *self = GST_OP_WARP(trans);
   Impl &impl = *self->impl;
@@ -621,6 +671,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
                       (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;
   }
+  if (DropForInFlight(self, inbuf))
+    return GST_BASE_TRANSFORM_FLOW_DROPPED;
 
   // The frame's own layout (GstVideoMeta strides and offsets), checked against its size.
   GstVideoInfo vinfo;
@@ -711,11 +763,14 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     gst_op_frame_clock_note(impl.clock, meta->road_frame_id);
     gst_op_frame_meta_set_clock(meta, impl.clock);
   }
+  if (impl.live)
+    impl.gate->Track(outbuf, ctx);
   gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_WARP, warp_first.get(), warp_last.get());
   meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());
   st.frames++;
+  impl.frames++;
   return GST_FLOW_OK;
 }
 
@@ -729,6 +784,10 @@ static void Close(GstOpBaseFilter *base) {
     (void)gst_op_context_get_queue(ctx).Finish();
   impl.timer.Drain();
   impl.imports.Drain();
+  // A fresh gate for the next start: the old one, and with it the context, lives on only while
+  // buffers from this run still hold it.
+  impl.gate->Unref();
+  impl.gate = GstOpFrameGate::New();
   std::lock_guard<std::mutex> guard(impl.stream_lock);
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
@@ -781,6 +840,10 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
           "\"roll,pitch,yaw\" in radians (liveCalibration.rpyCalib); empty: not "
           "calibrated yet (warps with zeros, meta says not seen)",
           "", GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING)));
+  gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames warped since the start");
+  gst_op_install_stat(gobject_class, PROP_DROPPED, "dropped",
+                      "Frames of a live source dropped before upload because two frames were "
+                      "on the device");
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

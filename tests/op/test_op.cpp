@@ -489,6 +489,17 @@ TEST(LatencyReporter, AnnouncesGrowthBeyondAQuarterAndQueriesAddTheMaximum) {
   EXPECT_EQ(min, 16 * GST_MSECOND);
   EXPECT_EQ(max, GST_CLOCK_TIME_NONE);
   gst_query_unref(q);
+  // A valid maximum grows by the frames a live pipeline may have on the device, each as long
+  // as the longest measured.
+  q = gst_query_new_latency();
+  gst_query_set_latency(q, FALSE, 10 * GST_MSECOND, 100 * GST_MSECOND);
+  r.AddTo(q);
+  gst_query_parse_latency(q, &live, &min, &max);
+  EXPECT_FALSE(live);
+  EXPECT_EQ(min, 16 * GST_MSECOND);
+  EXPECT_EQ(max, 100 * GST_MSECOND + kGstOpMaxFramesInFlight * 6 * GST_MSECOND);
+  EXPECT_EQ(r.max_in_flight(), kGstOpMaxFramesInFlight * 6 * GST_MSECOND);
+  gst_query_unref(q);
   r.Reset();
   EXPECT_EQ(r.max(), 0u);
   EXPECT_TRUE(r.Note(GST_MSECOND));
@@ -729,6 +740,58 @@ TEST_F(Op, TensorPoolHasOneMemoryPerTensorInCapsOrder) {
   EXPECT_EQ(gst_buffer_peek_memory(buf, 1)->size, 127u);
   EXPECT_EQ(gst_buffer_get_video_meta(buf), nullptr);
   gst_buffer_unref(buf);
+  gst_buffer_pool_set_active(pool, FALSE);
+  gst_object_unref(pool);
+  gst_caps_unref(caps);
+}
+
+// A tracked frame counts until its buffer went back to the pool and the device finished what
+// was enqueued before that; beyond the table a frame is not tracked; a buffer released after
+// its gate's owner let go is safe.
+TEST_F(Op, FrameGateCountsAFrameUntilReleasedAndDone) {
+  GstCaps *caps = gst_caps_from_string(
+      "application/x-op-tensors, names=(string)<\"a\">, types=(string)<\"uint8\">, "
+      "dims=(string)<\"16\">");
+  GstBufferPool *pool = ConfiguredPool(ctx_, caps, false);
+  ASSERT_NE(pool, nullptr);
+  ASSERT_TRUE(gst_buffer_pool_set_active(pool, TRUE));
+  GstOpFrameGate *gate = GstOpFrameGate::New();
+  GstBuffer *buf = nullptr;
+  ASSERT_EQ(gst_buffer_pool_acquire_buffer(pool, &buf, nullptr), GST_FLOW_OK);
+  ASSERT_TRUE(gate->Track(buf, ctx_));
+  EXPECT_EQ(gate->in_flight(), 1);
+
+  // The queue is held up by a command that waits for a user event: what the consumer
+  // "enqueued" for the frame has not run when it releases the buffer.
+  const auto &device = gst_op_context_get_device(ctx_);
+  op::cl::Queue &queue = gst_op_context_get_queue(ctx_);
+  cl_int err = CL_SUCCESS;
+  op::cl::EventHandle hold(clCreateUserEvent(device->context(), &err));
+  ASSERT_EQ(err, CL_SUCCESS);
+  op::cl::EventList wait;
+  wait.Add(hold.get());
+  auto held = queue.Marker(wait);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(queue.Flush().ok());
+  gst_buffer_unref(buf);  // back to the pool: the meta goes, a marker is enqueued
+  EXPECT_EQ(gate->in_flight(), 1) << "released, but the device has not finished";
+  ASSERT_EQ(clSetUserEventStatus(hold.get(), CL_COMPLETE), CL_SUCCESS);
+  ASSERT_TRUE(queue.Finish().ok());
+  EXPECT_EQ(gate->in_flight(), 0);
+
+  // The table is bounded: beyond it a frame is not tracked (and carries no meta).
+  std::vector<GstBuffer *> bufs;
+  for (int i = 0; i <= GstOpFrameGate::kSlots; i++) {
+    GstBuffer *b = gst_buffer_new();
+    EXPECT_EQ(gate->Track(b, ctx_), i < GstOpFrameGate::kSlots) << i;
+    bufs.push_back(b);
+  }
+  EXPECT_EQ(gate->in_flight(), GstOpFrameGate::kSlots);
+  // The owner lets go first; the buffers' metas keep the gate until the last is freed.
+  gate->Unref();
+  for (GstBuffer *b : bufs)
+    gst_buffer_unref(b);
+  ASSERT_TRUE(queue.Finish().ok());
   gst_buffer_pool_set_active(pool, FALSE);
   gst_object_unref(pool);
   gst_caps_unref(caps);
