@@ -279,7 +279,8 @@ def model_accuracy_of(messages, truth, x_idxs, plan_truth=None):
             if p is not None and w is not None:
                 e["edge_y_20m"].append(abs(p - w))
         lead = rec.get("lead")
-        true_present = lead is not None and lead["distance_m"] <= 80.0
+        # A lead outside the ego's lane (drives with cut-ins and lane changes say so) is no lead.
+        true_present = lead is not None and lead.get("in_path", True) and lead["distance_m"] <= 80.0
         if len(m.leadsV3):
             l0 = m.leadsV3[0]
             hits["lead_presence"].append((l0.prob > 0.5) == true_present)

@@ -151,7 +151,12 @@ def _cover(d, half, foot):
 
 def _dash_cover(s, foot):
     """Fraction of a pixel's along-road footprint on a dash (DASH_LENGTH of every DASH_PERIOD)."""
-    period, dash = F32(scene.DASH_PERIOD), F32(scene.DASH_LENGTH)
+    return _periodic_cover(s, foot, scene.DASH_PERIOD, scene.DASH_LENGTH)
+
+
+def _periodic_cover(s, foot, period_m, dash_m):
+    """Fraction of a pixel's along-road footprint on [0, dash_m) of every period_m metres."""
+    period, dash = F32(period_m), F32(dash_m)
     m = s - np.floor(s / period) * period  # position within the period, [0, period)
     half = foot * F32(0.5)
     cov = np.zeros_like(s)
@@ -162,7 +167,7 @@ def _dash_cover(s, foot):
         cov += np.maximum(hi - lo, F32(0.0))
     cov = cov / foot
     # Footprints longer than a period see the average.
-    return np.where(foot > period, F32(scene.DASH_LENGTH / scene.DASH_PERIOD), np.minimum(cov, F32(1.0)))
+    return np.where(foot > period, F32(dash_m / period_m), np.minimum(cov, F32(1.0)))
 
 
 class Renderer:
@@ -213,20 +218,42 @@ class Renderer:
         s_abs = srel + F32(pose.s)
 
         foot_l, foot_s = cam.g_foot_l, cam.g_foot_s
-        on_road = _cover(lat, F32(scene.ROAD_EDGE_OFFSETS[1]), foot_l)
+        e0, e1 = scene.ROAD_EDGE_OFFSETS
+        if e0 == -e1:  # symmetric about the centre line (the sample)
+            on_road = _cover(lat, F32(e1), foot_l)
+        else:
+            on_road = _cover(lat - F32((e0 + e1) / 2), F32((e1 - e0) / 2), foot_l)
         shade = self.tex.sample(s_abs, lat, foot_l)
         rgb = [VERGE[c] + (ASPHALT[c] - VERGE[c]) * on_road for c in range(3)]
         # Tyre tracks: slightly darker bands in each lane.
         tracks = np.zeros_like(lat)
-        for o in (-scene.LANE_WIDTH, 0.0, scene.LANE_WIDTH):
+        for o in ((k - scene.EGO_LANE) * scene.LANE_WIDTH for k in range(scene.LANES)):
             for side in (-0.8, 0.8):
                 tracks += _cover(lat - F32(o + side), F32(0.35), foot_l)
         dark = F32(1.0) - F32(0.07) * tracks * on_road
         rgb = [c * shade * dark for c in rgb]
+        # Hard shadows of roadside objects: bands across part of the road, every period metres.
+        if scene.SHADOWS is not None:
+            period, length, dark, centre, half = scene.SHADOWS
+            band = _periodic_cover(s_abs, foot_s, period, length) * \
+                _cover(lat - F32(centre), F32(half), foot_l)
+            rgb = [c * (F32(1.0) - F32(dark) * band) for c in rgb]
+        wear = None
+        if scene.PAINT_WEAR > 0:  # worn paint: the markings fade in patches (the wear texture)
+            wear = np.clip(F32(1.0 - scene.PAINT_WEAR) + (shade - F32(1.0)) * F32(4.0 * scene.PAINT_WEAR),
+                           F32(0.0), F32(1.0))
         for k, off in enumerate(scene.LANE_LINE_OFFSETS):
-            cov = _cover(lat - F32(off), F32(scene.LINE_WIDTH / 2), foot_l)
+            if scene.LANE_LINE_DOUBLE[k]:  # two stripes with a gap of one stripe width
+                gap = F32(scene.LINE_WIDTH)
+                cov = _cover(lat - F32(off) - gap, F32(scene.LINE_WIDTH / 2), foot_l) + \
+                    _cover(lat - F32(off) + gap, F32(scene.LINE_WIDTH / 2), foot_l)
+                cov = np.minimum(cov, F32(1.0))
+            else:
+                cov = _cover(lat - F32(off), F32(scene.LINE_WIDTH / 2), foot_l)
             if scene.LANE_LINE_DASHED[k]:
                 cov = cov * _dash_cover(s_abs, foot_s)
+            if wear is not None:
+                cov = cov * wear
             paint = YELLOW if scene.LANE_LINE_YELLOW[k] else WHITE
             rgb = [c + (F32(paint[i]) * shade - c) * cov for i, c in enumerate(rgb)]
         # The lead car's shadow: a soft dark patch under its footprint.
@@ -234,7 +261,10 @@ class Renderer:
             ls = F32(lead.s - pose.s)
             mid, half = F32(scene.LEAD_LENGTH / 2), F32(scene.LEAD_LENGTH / 2 + 0.3)
             along = _cover(srel - ls - mid, half, foot_s)
-            across = _cover(lat, F32(scene.LEAD_WIDTH / 2 + 0.15), foot_l)
+            if scene.LEAD_CUT is None:
+                across = _cover(lat, F32(scene.LEAD_WIDTH / 2 + 0.15), foot_l)
+            else:
+                across = _cover(lat - F32(lead.lateral), F32(scene.LEAD_WIDTH / 2 + 0.15), foot_l)
             sh = F32(1.0) - F32(0.55) * along * across
             rgb = [c * sh for c in rgb]
         haze = cam.g_haze
@@ -328,9 +358,33 @@ class Renderer:
         if lead is not None:
             self._lead(cam, img, pose, lead)
         img = [c * cam.vignette for c in img]
+        if scene.GLARE is not None:
+            g = _glare(cam)
+            img = [c + g * F32(w) for c, w in zip(img, (1.0, 0.93, 0.78))]
         if self.look is not None:
             img = self.look(img, cam, t)
         return to_nv12(img)
+
+
+def _glare(cam):
+    """Sun glare of a low sun ahead (scene.GLARE), fixed relative to the car, so per camera: a
+    veil over the whole image and a bright halo around the sun, falling off with the angle. Only
+    arithmetic and sqrt per pixel (see the module's note on determinism); cached on the camera."""
+    key = (scene.GLARE, cam.f)
+    if getattr(cam, "_glare_key", None) == key:
+        return cam._glare
+    az, el, strength = scene.GLARE
+    sun = (math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), -math.sin(el))
+    dx, dy, dz = (c.astype(np.float64) for c in (cam.dx, cam.dy, cam.dz))
+    c = (dx * sun[0] + dy * sun[1] + dz * sun[2]) / np.sqrt(dx * dx + dy * dy + dz * dz)
+    c = np.maximum(c, 0.0)
+    halo = c
+    for _ in range(7):  # cos^128: about 7 deg to half strength
+        halo = halo * halo
+    wide = c * c * c * c
+    cam._glare = (strength * (0.08 + 0.25 * wide + 0.9 * halo)).astype(F32)
+    cam._glare_key = key
+    return cam._glare
 
 
 def to_nv12(rgb):

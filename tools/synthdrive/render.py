@@ -94,7 +94,9 @@ def header(seconds, frames, crf, rpy=CALIB_RPY, params=None):
         "encoder": "x265 " + " ".join(X265_ARGS + ["--crf", str(crf)]),
     } | ({} if params is None else {"scene_seed": params["seed"], "scene": params,
                                     "lane_line_yellow": list(scene.LANE_LINE_YELLOW),
-                                    "lead_present": scene.LEAD_PRESENT})
+                                    "lead_present": scene.LEAD_PRESENT,
+                                    "lanes": scene.LANES, "ego_lane_start": scene.EGO_LANE,
+                                    "lane_line_double": list(scene.LANE_LINE_DOUBLE)})
 
 
 def main():
@@ -108,8 +110,8 @@ def main():
     ap.add_argument("--crf", type=float, default=30.0, help="x265 quality (higher = smaller)")
     ap.add_argument("--nv12", action="store_true", help="also keep the raw NV12 frames")
     ap.add_argument("--seed", type=int,
-                    help="draw the whole scene (road, lanes, speeds, lead, calibration, lighting, "
-                         "noise) from this seed (tools/synthdrive/variety.py); without it, the "
+                    help="draw the whole scene (road, lanes, lane change, speeds, lead and its "
+                         "cut-in/out, calibration, lighting, glare, shadows, noise) from this seed (tools/synthdrive/variety.py); without it, the "
                          "bundled sample's scene")
     ap.add_argument("--preview", type=int, metavar="N", help="write PNGs of frame N, encode nothing")
     a = ap.parse_args()
@@ -154,7 +156,7 @@ def main():
             encoders[name].stdin.write(nv12_to_i420(nv12))
             if name in raws:
                 raws[name].write(nv12)
-        truth.append(scene.ground_truth(road, t, i, rpy))
+        truth.append(scene.ground_truth(road, t, i, rpy, extra=params is not None))
         if (i + 1 - first) % 20 == 0:
             print(f"synthdrive: {i + 1 - first}/{frames} frames, {time.monotonic() - start:.0f} s", flush=True)
     status = 0

@@ -17,9 +17,10 @@ import numpy as np
 
 FPS = 20
 LANE_WIDTH = 3.7
-# Three lanes; the ego car drives in the middle one, whose centre is the road's centre line.
-# The four lane lines openpilot predicts: far left, left, right, far right
-# (docs/contract.md, "Parsing the outputs").
+# The sample: three lanes; the ego car drives in the middle one, whose centre is the road's centre
+# line. LANE_LINE_OFFSETS holds every line of the road, left to right; the four lines openpilot
+# predicts (far left, left, right, far right; docs/contract.md, "Parsing the outputs") are the
+# four around the ego's current lane (ego_lines()).
 LANE_LINE_OFFSETS = (-1.5 * LANE_WIDTH, -0.5 * LANE_WIDTH, 0.5 * LANE_WIDTH, 1.5 * LANE_WIDTH)
 LANE_LINE_DASHED = (False, True, True, False)
 LINE_WIDTH = 0.15
@@ -45,6 +46,22 @@ LEAD_GAP = (32.0, ((12.0, 11.0, 0.5), (4.0, 4.1, 0.0)))  # mean gap (m), waves o
 LEAD_PRESENT = True
 LANE_LINE_YELLOW = (True, False, False, False)
 LEAD_COLOUR = (0.55, 0.09, 0.08)  # display RGB of the lead's body
+# Layout and events variety.py may change (the defaults are the sample's: none of them happen).
+LANES = 3
+EGO_LANE = 1  # the ego's lane at the start, 0 = leftmost; the road's centre line is its centre
+LANE_LINE_DOUBLE = (False, False, False, False)  # per line of the road, left to right
+# The ego's lane change: (start t (s), duration (s), direction -1 left / +1 right), or None.
+LANE_CHANGE = None
+BLINKER_LEAD = 1.0  # s the blinker is on before the change starts
+# The lead's lateral move: (start t (s), duration (s), from, to) in lanes relative to EGO_LANE
+# (0 = the ego's starting lane; -1 -> 0 is a cut-in from the left), or None: it keeps lane 0.
+LEAD_CUT = None
+PAINT_WEAR = 0.0  # 0 = fresh paint; up to 0.6: markings fade in patches
+# Hard shadows of roadside objects across the road: (period (m), length (m), darkness 0..1,
+# lateral centre (m), half width (m)) or None.
+SHADOWS = None
+# Sun glare: (azimuth (rad, + right), elevation (rad), strength) of a low sun ahead, or None.
+GLARE = None
 
 
 def configure(**values):
@@ -55,7 +72,9 @@ def configure(**values):
         if k not in g or not k.isupper():
             raise KeyError(f"scene.configure: no parameter {k}")
         g[k] = v
-    g["LANE_LINE_OFFSETS"] = tuple(f * g["LANE_WIDTH"] for f in (-1.5, -0.5, 0.5, 1.5))
+    # Every line of the road, left to right (LANES + 1); line k is the left line of lane k.
+    g["LANE_LINE_OFFSETS"] = tuple((k - g["EGO_LANE"] - 0.5) * g["LANE_WIDTH"]
+                                   for k in range(g["LANES"] + 1))
     g["ROAD_EDGE_OFFSETS"] = (g["LANE_LINE_OFFSETS"][0] - g["SHOULDER"],
                               g["LANE_LINE_OFFSETS"][-1] + g["SHOULDER"])
 
@@ -117,15 +136,99 @@ def ego_s(t):
     return m * t - a * (p / (2 * math.pi)) * (math.cos(2 * math.pi * t / p) - 1.0)
 
 
+def lane_shift(t):
+    """Lateral offset (m, + right) of the lane-change manoeuvre: 0 before, one lane width after,
+    a smooth ramp u − sin(2πu)/2π in between (no lateral speed at either end)."""
+    if LANE_CHANGE is None:
+        return 0.0
+    t0, d, sign = LANE_CHANGE
+    u = min(max((t - t0) / d, 0.0), 1.0)
+    return sign * LANE_WIDTH * (u - math.sin(2 * math.pi * u) / (2 * math.pi))
+
+
+def lane_shift_rate(t):
+    if LANE_CHANGE is None:
+        return 0.0
+    t0, d, sign = LANE_CHANGE
+    u = (t - t0) / d
+    return 0.0 if not 0.0 < u < 1.0 else sign * LANE_WIDTH * (1 - math.cos(2 * math.pi * u)) / d
+
+
 def ego_lateral(t):
-    """Ego offset from its lane centre (m, + right): a slow weave within the lane."""
+    """Ego offset from the road's centre line (m, + right): a slow weave within the lane, plus
+    the lane change if there is one."""
     a, p = WEAVE
-    return a * math.sin(2 * math.pi * t / p)
+    w = a * math.sin(2 * math.pi * t / p)
+    return w if LANE_CHANGE is None else w + lane_shift(t)
 
 
 def ego_lateral_rate(t):
     a, p = WEAVE
-    return a * (2 * math.pi / p) * math.cos(2 * math.pi * t / p)
+    r = a * (2 * math.pi / p) * math.cos(2 * math.pi * t / p)
+    return r if LANE_CHANGE is None else r + lane_shift_rate(t)
+
+
+def ego_lane(t):
+    """The lane the ego car's centre is in (0 = leftmost): it changes when the car crosses the
+    line, as openpilot's lane-line indices do."""
+    if LANE_CHANGE is None:
+        return EGO_LANE
+    k = EGO_LANE + math.floor(ego_lateral(t) / LANE_WIDTH + 0.5)
+    return int(min(max(k, 0), LANES - 1))
+
+
+def ego_lines(lane):
+    """Road line indices of openpilot's four lines around `lane` (None where the road has none)."""
+    return [k if 0 <= k <= LANES else None for k in (lane - 1, lane, lane + 1, lane + 2)]
+
+
+# openpilot's desires (docs/contract.md, "Policy network and temporal inputs").
+DESIRE_NONE, DESIRE_LANE_CHANGE_LEFT, DESIRE_LANE_CHANGE_RIGHT = 0, 3, 4
+
+
+def desire(t):
+    """The desire during the lane change (laneChangeLeft/Right while the car moves over), none
+    otherwise."""
+    if LANE_CHANGE is None:
+        return DESIRE_NONE
+    t0, d, sign = LANE_CHANGE
+    if not t0 <= t < t0 + d:
+        return DESIRE_NONE
+    return DESIRE_LANE_CHANGE_LEFT if sign < 0 else DESIRE_LANE_CHANGE_RIGHT
+
+
+def blinker(t):
+    """(left, right) blinker on: from BLINKER_LEAD s before the change to its end."""
+    if LANE_CHANGE is None:
+        return False, False
+    t0, d, sign = LANE_CHANGE
+    on = t0 - BLINKER_LEAD <= t < t0 + d
+    return on and sign < 0, on and sign > 0
+
+
+def lead_lateral(t):
+    """Lead offset from the road's centre line (m, + right): 0 unless it cuts in or out."""
+    if LEAD_CUT is None:
+        return 0.0
+    t0, d, a, b = LEAD_CUT
+    u = min(max((t - t0) / d, 0.0), 1.0)
+    return LANE_WIDTH * (a + (b - a) * (u - math.sin(2 * math.pi * u) / (2 * math.pi)))
+
+
+def lead_lateral_rate(t):
+    if LEAD_CUT is None:
+        return 0.0
+    t0, d, a, b = LEAD_CUT
+    u = (t - t0) / d
+    return 0.0 if not 0.0 < u < 1.0 else LANE_WIDTH * (b - a) * (1 - math.cos(2 * math.pi * u)) / d
+
+
+def lead_in_path(t):
+    """A lead exists for the model when there is one and its centre is in the ego's lane."""
+    if not LEAD_PRESENT:
+        return False
+    centre = (ego_lane(t) - EGO_LANE) * LANE_WIDTH
+    return abs(lead_lateral(t) - centre) < LANE_WIDTH / 2
 
 
 def lead_gap(t):
@@ -190,16 +293,24 @@ class Lead:
 
     def __init__(self, road, pose, t):
         self.s = pose.s + lead_gap(t)
-        cx, cy, th = road.at(self.s)  # lead keeps the ego lane's centre
+        cx, cy, th = road.at(self.s)  # lead keeps the ego lane's centre unless it cuts in or out
+        self.lateral = lead_lateral(t)
+        turn = 0.0
+        if LEAD_CUT is not None:
+            cx, cy = cx - math.sin(th) * self.lateral, cy + math.cos(th) * self.lateral
+            turn = math.atan2(lead_lateral_rate(t), max(ego_speed(t) + lead_gap_rate(t), 1.0))
         self.X, self.Y = pose.to_ego(cx, cy)
         self.heading = th - pose.heading  # relative to the ego frame
+        if LEAD_CUT is not None:
+            self.heading += turn
         self.speed = ego_speed(t) + lead_gap_rate(t)
         self.accel = ego_accel(t) + lead_gap_accel(t)
         self.rel_speed = lead_gap_rate(t)
 
 
-def ground_truth(road, t, frame_id, rpy):
-    """One frame's ground-truth record (see samples/drive/README.md for every field)."""
+def ground_truth(road, t, frame_id, rpy, extra=False):
+    """One frame's ground-truth record (see samples/drive/README.md for every field). `extra`
+    adds the fields of drives with variety (the sample's records keep their old form)."""
     pose = Pose(road, t)
     lead = Lead(road, pose, t) if LEAD_PRESENT else None
     xs = np.array(X_IDXS)
@@ -207,10 +318,13 @@ def ground_truth(road, t, frame_id, rpy):
     def r(v, nd=4):
         return None if v is None or not np.isfinite(v) else round(float(v), nd)
 
-    lines = [[r(v) for v in lateral_at(road, pose, o, xs)] for o in LANE_LINE_OFFSETS]
+    lane = ego_lane(t)
+    lines = [[None] * len(xs) if k is None else
+             [r(v) for v in lateral_at(road, pose, LANE_LINE_OFFSETS[k], xs)]
+             for k in ego_lines(lane)]
     edges = [[r(v) for v in lateral_at(road, pose, o, xs)] for o in ROAD_EDGE_OFFSETS]
     sof = int(round(t * 1e9))
-    return {
+    rec = {
         "frame_id": frame_id,
         "t": r(t, 3),
         "timestamp_sof_ns": sof,
@@ -218,7 +332,8 @@ def ground_truth(road, t, frame_id, rpy):
         "ego": {
             "speed_mps": r(ego_speed(t)),
             "accel_mps2": r(ego_accel(t)),
-            "lane_offset_m": r(pose.lateral),
+            "lane_offset_m": r(pose.lateral if LANE_CHANGE is None else
+                               pose.lateral - (lane - EGO_LANE) * LANE_WIDTH),
             "heading_to_road_rad": r(pose.heading - pose.road_heading, 6),
             "road_curvature_1pm": r(float(curvature(pose.s)), 7),
             "distance_m": r(pose.s, 3),
@@ -235,3 +350,12 @@ def ground_truth(road, t, frame_id, rpy):
             "accel_mps2": r(lead.accel),
         },
     }
+    if extra:
+        rec["ego"]["lane_index"] = lane
+        rec["lanes"] = LANES
+        rec["desire"] = desire(t)
+        rec["blinker"] = list(blinker(t))
+        if lead is not None:
+            rec["lead"]["in_path"] = lead_in_path(t)
+            rec["lead"]["lateral_from_centre_m"] = r(lead.lateral)
+    return rec

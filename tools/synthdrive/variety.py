@@ -10,8 +10,10 @@ solid, the far-left line yellow or white, dash length and period, ego speed 3-33
 speed wave (acceleration and braking), the weave within the lane, the lead (present in 5 of 6
 drives, gap 8-90 m with two waves, never under 5 m, size and colour), camera calibration (roll/pitch/yaw within
 +-2 deg) and height 1.1-1.5 m, lighting (brightness 0.55-1.15: noon to dusk, warm tint at low
-light) and sensor noise. Not yet: lane changes, 2 or 4 lanes, several leads, cut-ins, glare and
-hard shadows.
+light) and sensor noise; then (drawn after those, so older seeds keep them) 2-4 lanes with the ego in any of
+them, a double far-left line, a lane change by the ego (half the drives, 2.5-5 s long), the lead
+cutting in from or out to a neighbouring lane, worn paint, hard shadows across the road and sun
+glare. Not yet: several leads.
 
 Draws use numpy's PCG64 from the seed, so the same seed gives the same drive everywhere.
 """
@@ -46,7 +48,7 @@ def draw(seed):
     inner_dashed = bool(rng.uniform() < 0.8)
     lim = math.radians(2.0)
     brightness = u(0.55, 1.15)
-    return {
+    params = {
         "seed": int(seed),
         "CURVATURE_WAVES": waves,
         "LANE_WIDTH": u(3.0, 3.9),
@@ -66,6 +68,48 @@ def draw(seed):
         "tint": [1.0, 1.0 - 0.15 * (1.15 - brightness), 1.0 - 0.3 * (1.15 - brightness)],
         "noise": u(0.0, 0.02),
     }
+    # Drawn after everything above, so that the parameters above stay those of older versions.
+    lanes = int(rng.integers(2, 5))  # 2-4 lanes
+    ego_lane = int(rng.integers(0, lanes))  # the ego in any of them
+    params["LANES"], params["EGO_LANE"] = lanes, ego_lane
+    params["LANE_LINE_DASHED"] = [False] + [inner_dashed] * (lanes - 1) + [False]
+    params["LANE_LINE_YELLOW"] = [params["LANE_LINE_YELLOW"][0]] + [False] * lanes
+    double_left = bool(rng.uniform() < 0.35)
+    params["LANE_LINE_DOUBLE"] = [double_left] + [False] * lanes
+    # A lane change in half the drives, starting between 2 s before and 8 s after the first
+    # frame (short drives catch it under way), towards a lane that exists.
+    change = bool(rng.uniform() < 0.5)
+    side = -1 if rng.uniform() < 0.5 else 1
+    if ego_lane == 0:
+        side = 1
+    elif ego_lane == lanes - 1:
+        side = -1
+    t0, dur = u(-2.0, 8.0), u(2.5, 5.0)
+    params["LANE_CHANGE"] = [t0, dur, side] if change and lanes > 1 else None
+    # The lead cuts in from a neighbouring lane (1 in 4) or out to one (1 in 4).
+    cut = rng.uniform()
+    nb = -1 if rng.uniform() < 0.5 else 1
+    if not 0 <= ego_lane + nb < lanes:
+        nb = -nb
+    c0, cdur = u(-1.0, 6.0), u(2.0, 4.0)
+    params["LEAD_CUT"] = ([c0, cdur, nb, 0] if cut < 0.25 else
+                          [c0, cdur, 0, nb] if cut < 0.5 else None)
+    params["PAINT_WEAR"] = u(0.0, 0.6) if rng.uniform() < 0.4 else 0.0
+    shadows = [u(15.0, 60.0), u(3.0, 12.0), u(0.25, 0.6), 0.0, u(1.5, 6.0)]
+    shadow_side = -1 if rng.uniform() < 0.5 else 1
+    edge = params_edges(params)[0 if shadow_side < 0 else 1]
+    shadows[3] = edge - shadow_side * (shadows[4] - 1.0)  # from 1 m beyond one edge inwards
+    params["SHADOWS"] = shadows if rng.uniform() < 0.4 else None
+    glare = [u(-0.35, 0.35), u(0.02, 0.12), u(0.2, 0.6)]
+    params["GLARE"] = glare if rng.uniform() < 0.25 else None
+    return params
+
+
+def params_edges(params):
+    """Road edge offsets (m from the centre line) of drawn parameters, like scene.configure."""
+    w = params["LANE_WIDTH"]
+    return (-(params["EGO_LANE"] + 0.5) * w - params["SHOULDER"],
+            (params["LANES"] - params["EGO_LANE"] - 0.5) * w + params["SHOULDER"])
 
 
 def apply(params):

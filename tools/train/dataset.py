@@ -49,8 +49,37 @@ LABELS = {
     "lead": "(3, 6, 4) lead x, y, v, a at t + offset + LEAD_T_IDXS for offsets 0, 2, 4 s",
     "lead_prob": "(3,) 1 where a lead exists at t + offset",
     "pose": "(6,) translation velocity (3), rotation rate (3) of the car now",
-    "desire_state": "(8,) one-hot desire (none: these drives have no lane changes)",
+    "desire_state": "(8,) one-hot desire now (laneChangeLeft 3 / laneChangeRight 4 during a "
+                    "lane change, none 0 otherwise)",
+    "desire_pred": "(4, 8) one-hot desire at t + DESIRE_PRED_T",
+    "meta": "(55,) the contract's meta layout: engaged, disengage/hard-brake at META_T_IDXS, "
+            "gas/brake press and blinkers at 0-10 s",
+    "road_transform": "(6,) road frame in the calibrated frame: translation (3, m), rotation "
+                      "roll, pitch, yaw (3, rad)",
+    "wide_from_device_euler": "(3,) the wide camera's orientation relative to the road camera",
 }
+# Our convention for desire_pred's four rows: the desire 0, 1, 2 and 3 s ahead.
+DESIRE_PRED_T = [0.0, 1.0, 2.0, 3.0]
+META_T_IDXS = [2.0, 4.0, 6.0, 8.0, 10.0]
+META_PRESS_T = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
+def meta_label(t):
+    """The 55 meta targets at time t (docs/contract.md, "Parsing the outputs"): the car is always
+    engaged with nobody pressing a pedal, so engaged = 1 and disengages, overrides and presses 0;
+    hard brake 3/4/5 m/s² at each horizon k is whether the ego decelerates that hard at t + T_k;
+    the blinkers are the lane change's at t + 0, 2, ... 10 s."""
+    m = np.zeros(55, np.float32)
+    m[0] = 1.0
+    for k, T in enumerate(META_T_IDXS):
+        a = scene.ego_accel(t + T)
+        for j, lim in enumerate((3.0, 4.0, 5.0)):
+            m[1 + 6 * k + 3 + j] = float(a <= -lim)
+    for k, T in enumerate(META_PRESS_T):
+        left, right = scene.blinker(t + T)
+        m[31 + 4 * k + 2] = float(left)
+        m[31 + 4 * k + 3] = float(right)
+    return m
 
 
 def plugin_env(tmp):
@@ -103,8 +132,12 @@ def labels_for(truth, t_end):
         "lead_prob": np.zeros((n, 3), np.float32),
         "pose": np.zeros((n, 6), np.float32),
         "desire_state": np.zeros((n, 8), np.float32),
+        "desire_pred": np.zeros((n, 4, 8), np.float32),
+        "meta": np.zeros((n, 55), np.float32),
+        "road_transform": np.zeros((n, 6), np.float32),
+        "wide_from_device_euler": np.zeros((n, 3), np.float32),
     }
-    lab["desire_state"][:, 0] = 1.0
+    lab["wide_from_device_euler"][:] = truth["drive"].get("wide_from_device_euler", [0.0, 0.0, 0.0])
     dt = 0.01
 
     def heading(t):
@@ -116,7 +149,18 @@ def labels_for(truth, t_end):
             y = np.array([[np.nan if v is None else v for v in line] for line in f[name]], np.float32)
             lab[key][k, :, :, 0] = y
             lab[key][k, :, :, 1] = np.where(np.isfinite(y), np.float32(h), np.nan)
+        # A line exists where the road has it (openpilot's four around the ego's lane).
+        lab["lane_lines_prob"][k] = [0.0 if i is None else 1.0
+                                     for i in scene.ego_lines(scene.ego_lane(t))]
+        lab["desire_state"][k, scene.desire(t)] = 1.0
+        for j, T in enumerate(DESIRE_PRED_T):
+            lab["desire_pred"][k, j, scene.desire(t + T)] = 1.0
+        lab["meta"][k] = meta_label(t)
         now = scene.Pose(road, t)
+        # The road frame (origin on the road under the camera, x along the road, z down) seen
+        # from the calibrated frame: the ground is h below, and the road turns by the heading
+        # difference; the road is flat (no roll, no pitch).
+        lab["road_transform"][k] = [0.0, 0.0, h, 0.0, 0.0, now.road_heading - now.heading]
         for i, T in enumerate(T_IDXS):
             p = scene.Pose(road, t + T)
             x, y = now.to_ego(p.x, p.y)
@@ -131,10 +175,17 @@ def labels_for(truth, t_end):
         lab["pose"][k] = [scene.ego_speed(t), 0.0, 0.0, 0.0, 0.0, rate_now]
         if scene.LEAD_PRESENT:
             for j, off in enumerate(LEAD_T_OFFSETS):
+                # The lead the model reports is the one in the ego's lane at t + offset: a car
+                # cutting in becomes one, a car cutting out (or left by a lane change) stops being.
+                if not scene.lead_in_path(t + off):
+                    continue
                 lab["lead_prob"][k, j] = 1.0
                 for i, T in enumerate(LEAD_T_IDXS):
                     tf = t + off + T
-                    cx, cy, _ = road.at(scene.ego_s(tf) + scene.lead_gap(tf))
+                    cx, cy, th = road.at(scene.ego_s(tf) + scene.lead_gap(tf))
+                    if scene.LEAD_CUT is not None:
+                        o = scene.lead_lateral(tf)
+                        cx, cy = cx - math.sin(th) * o, cy + math.cos(th) * o
                     x, y = now.to_ego(cx, cy)
                     lab["lead"][k, j, i] = [x, y, scene.ego_speed(tf) + scene.lead_gap_rate(tf),
                                             scene.ego_accel(tf) + scene.lead_gap_accel(tf)]

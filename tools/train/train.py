@@ -16,11 +16,15 @@ starts), taken from a cache that the vision network refreshes every --refresh st
 learns on detached features; the vision network learns from its own heads). Losses:
 
 - Laplace negative log-likelihood |x − μ|/b + log b for every (mean, log-std) head: lane lines,
-  road edges, leads, plan; Gaussian NLL for pose;
+  road edges, leads, plan; Gaussian NLL for pose, road_transform and wide_from_device_euler;
 - winner-takes-all over the hypotheses of the multi-hypothesis `lead` (2 hypotheses, per
   selection) and `plan` (5): only the hypothesis closest to the truth gets the NLL, and the
   selection logits learn to pick it (cross-entropy);
-- binary cross-entropy for lane-line and lead probabilities, cross-entropy for desire_state.
+- binary cross-entropy for lane-line and lead probabilities and meta, cross-entropy for
+  desire_state and for each row of desire_pred.
+
+The policy's desire_pulse input is built from the desire labels as the pipeline builds it from
+the car's desire (rising edges, a 100-entry queue reduced by max over groups of 4).
 
 Checkpoints (RUN/checkpoint.pt) hold the weights, the optimiser, the step, the hidden-state
 cache and the loss history; a rerun with the same RUN resumes at the saved step, and because the
@@ -61,6 +65,8 @@ def offsets(slices):
 
 
 V_OFF, P_OFF = offsets(VISION_SLICES), offsets(POLICY_SLICES)
+LABEL_KEYS = ["lane_lines", "lane_lines_prob", "road_edges", "plan", "lead", "lead_prob", "pose",
+              "desire_state", "desire_pred", "meta", "road_transform", "wide_from_device_euler"]
 
 
 class Data:
@@ -75,6 +81,10 @@ class Data:
             p = os.path.join(root, d)
             img, big = np.load(os.path.join(p, "img.npy")), np.load(os.path.join(p, "big_img.npy"))
             lab = dict(np.load(os.path.join(p, "labels.npz")))
+            missing = sorted(set(LABEL_KEYS) - set(lab))
+            if missing:
+                raise SystemExit(f"train: {p}: labels.npz lacks {', '.join(missing)} (made by an "
+                                 f"older dataset.py: rebuild it)")
             if len(img) != len(big) or len(img) != len(lab["plan"]):
                 raise SystemExit(f"train: {p}: inputs and labels disagree in length")
             self.names.append(d)
@@ -150,6 +160,14 @@ def vision_loss(out, lab):
         out[:, V_OFF["lead_prob"]], lab["lead_prob"])
     pose = out[:, V_OFF["pose"]]
     parts["pose"] = gauss_nll(pose[:, :6], pose[:, 6:], lab["pose"])
+    rt = out[:, V_OFF["road_transform"]]
+    parts["road_transform"] = gauss_nll(rt[:, :6], rt[:, 6:], lab["road_transform"])
+    we = out[:, V_OFF["wide_from_device_euler"]]
+    parts["wide_from_device_euler"] = gauss_nll(we[:, :3], we[:, 3:], lab["wide_from_device_euler"])
+    # desire_pred: a softmax per row of (4, 8), so cross-entropy per row.
+    dp = out[:, V_OFF["desire_pred"]].reshape(-1, 8)
+    parts["desire_pred"] = nn.functional.cross_entropy(dp, lab["desire_pred"].reshape(-1, 8).argmax(1))
+    parts["meta"] = nn.functional.binary_cross_entropy_with_logits(out[:, V_OFF["meta"]], lab["meta"])
     return parts
 
 
@@ -180,6 +198,20 @@ def history(cache, drive, k):
         f = k - 96 + 4 * j
         if f >= 0:
             out[j] = cache[drive][f]
+    return out
+
+
+def desire_input(desire_state, k):
+    """The policy's desire_pulse for frame k of a drive, as the pipeline builds it: the pulse of a
+    frame is one-hot(desire) where the desire is not none and differs from the previous frame's
+    (the drive starts after none), and the 100-entry pulse queue is reduced by the maximum over
+    each group of 4 to (25, 8); frames before the drive are zeros."""
+    d = desire_state.argmax(1)
+    out = np.zeros((25, 8), np.float32)
+    for f in range(max(0, k - 99), k + 1):
+        prev = d[f - 1] if f > 0 else 0
+        if d[f] != 0 and d[f] != prev:
+            out[(f - (k - 99)) // 4, d[f]] = 1.0
     return out
 
 
@@ -298,7 +330,9 @@ def main():
         feats = torch.from_numpy(np.stack([history(cache, *data.index[i]) for i in mine]))
         lab = {k: torch.from_numpy(np.stack([data.labels[data.index[i][0]][k][data.index[i][1]]
                                              for i in mine])) for k in data.labels[0]}
-        vout, pout = ddp(img, big, feats, torch.zeros(len(mine), 25, 8), tc.expand(len(mine), 2))
+        desire = torch.from_numpy(np.stack([desire_input(data.labels[data.index[i][0]]["desire_state"],
+                                                         data.index[i][1]) for i in mine]))
+        vout, pout = ddp(img, big, feats, desire, tc.expand(len(mine), 2))
         vparts, pparts = vision_loss(vout, lab), policy_loss(pout, lab)
         lv, lp = sum(vparts.values()), sum(pparts.values())
         opt.zero_grad()
