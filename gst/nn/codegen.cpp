@@ -1053,7 +1053,7 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
 Status LowerQuantizedConv(Emitter &e, const Node &node) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
-  TensorId xz = ql ? node.input(2) : node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
   TensorId y = node.outputs[0];
   OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
   OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
