@@ -182,6 +182,8 @@ std::string Emitter::TagOf(DType dtype, bool io) const {
 }
 
 std::string Emitter::Tag(TensorId t) const {
+  if (IsFloat(T(t).dtype) && keep_f32.count(Root(t)) != 0)
+    return "f32";
   return TagOf(T(t).dtype, IsIo(t));
 }
 
@@ -947,6 +949,220 @@ Status LowerResize(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// --- quantization (kernels/quant.cl, qconv.cl, qmatmul.cl)
+
+// The saturation range of a quantized output type.
+void DefQuantRange(Defines &d, DType t) {
+  d.Flt("QMIN", t == DType::kInt8 ? -128 : 0).Flt("QMAX", t == DType::kInt8 ? 127 : 255);
+}
+
+// Scales (and DynamicQuantizeLinear's computed scale) stay float32: see Emitter::keep_f32.
+void MarkQuantScales(Emitter &e) {
+  for (const Node &n : e.graph.nodes) {
+    std::vector<size_t> scales;
+    switch (n.op) {
+      case OpKind::kQuantizeLinear:
+      case OpKind::kDequantizeLinear:
+        scales = {1};
+        break;
+      case OpKind::kQLinearConv:
+      case OpKind::kQLinearMatMul:
+        scales = {1, 4, 6};
+        break;
+      case OpKind::kDynamicQuantizeLinear:
+        if (n.outputs.size() > 1 && n.outputs[1] != kNoTensor)
+          e.keep_f32.insert(n.outputs[1]);
+        break;
+      default:
+        break;
+    }
+    for (size_t i : scales)
+      if (n.input(i) != kNoTensor)
+        e.keep_f32.insert(n.input(i));
+  }
+}
+
+// One value, or `count` values along an axis (the front end checked which).
+int64_t QuantCount(const Emitter &e, TensorId t) {
+  return t == kNoTensor ? 1 : Product(e.Dims(t));
+}
+
+Status LowerQuantizeLinear(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0], s = node.inputs[1], z = node.input(2), y = node.outputs[0];
+  const std::vector<int64_t> xd = e.Dims(x);
+  const int64_t num = Product(xd), count = QuantCount(e, s);
+  int64_t inner = 1;
+  if (count != 1 || e.Dims(s).size() > 1) {
+    OP_ASSIGN_OR_RETURN(int64_t axis,
+                        NormalizeAxis(node.attrs.Int("axis", 1), static_cast<int64_t>(xd.size())));
+    inner = Product(xd, static_cast<size_t>(axis) + 1);
+  }
+  if (num == 0)
+    return Status::Ok();
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TS", e.Tag(s)).Def("TY", e.Tag(y));
+  d.Int("HAS_ZP", z != kNoTensor).Int("COUNT", count).Int("INNER", inner).Int("NUM", num);
+  d.Int("MODE", node.op == OpKind::kQuantizeLinear ? 0 : 1);
+  if (z != kNoTensor)
+    d.Def("TZ", e.Tag(z));
+  DefQuantRange(d, e.T(y).dtype);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "quantize";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("quant", d));
+  k.global = {CeilDiv(num, 64) * 64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(s)};
+  if (z != kNoTensor)
+    k.args.push_back(TArg(z));
+  k.args.push_back(TArg(y));
+  k.writes = {y};
+  k.flops = static_cast<uint64_t>(num * 3);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+// One work-group reduces the whole tensor and quantizes it (a single launch: the op is rare in
+// inference graphs, and its scale depends on every element).
+Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
+  TensorId x = node.inputs[0];
+  const int64_t num = Product(e.Dims(x));
+  TensorId outs[3];
+  for (size_t i = 0; i < 3; i++) {
+    outs[i] = node.outputs.size() > i ? node.outputs[i] : kNoTensor;
+    if (outs[i] == kNoTensor)  // the kernel writes all three
+      outs[i] = e.NewTensor(node.name + "_unused", i == 1 ? DType::kFloat32 : DType::kUInt8,
+                            i == 0 ? e.Dims(x) : std::vector<int64_t>{});
+  }
+  e.keep_f32.insert(outs[1]);
+  Defines d;
+  d.Def("TX", e.Tag(x)).Int("NUM", num).Int("DQ_LOCAL", 64);
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "dynamic_quantize";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("quant", d));
+  k.global = {64};
+  k.local = {64};
+  k.args = {TArg(x), TArg(outs[0]), TArg(outs[1]), TArg(outs[2])};
+  k.writes = {outs[0], outs[1], outs[2]};
+  k.flops = static_cast<uint64_t>(num * 5);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerQuantizedConv(Emitter &e, const Node &node) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId y = node.outputs[0];
+  OP_ASSIGN_OR_RETURN(auto xi, Nchw(node, e.Dims(x)));
+  OP_ASSIGN_OR_RETURN(auto yo, Nchw(node, e.Dims(y)));
+  const std::vector<int64_t> wd = e.Dims(w);
+  const int64_t g = node.attrs.Int("group", 1);
+  if (g <= 0 || xi[1] % g || yo[1] % g || wd[1] * g != xi[1])
+    return InvalidArgument(NodeWhere(node) + ": group " + std::to_string(g) +
+                           " does not fit the input, weight and output channels");
+  OP_ASSIGN_OR_RETURN(Window win,
+                      ReadWindow(node, Spatial(wd), Spatial(e.Dims(x)), Spatial(e.Dims(y))));
+  const int64_t num = Product(e.Dims(y));
+  if (num == 0)
+    return Status::Ok();
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("HAS_XZP", xz != kNoTensor).Int("HAS_WZP", wz != kNoTensor).Int("QLINEAR", ql);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  if (wz != kNoTensor)
+    d.Def("TWZ", e.Tag(wz)).Int("WZP_N", QuantCount(e, wz));
+  Pending k;
+  k.args = {TArg(x), TArg(w)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (wz != kNoTensor)
+    k.args.push_back(TArg(wz));
+  if (ql) {
+    TensorId b = node.input(8);
+    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (b != kNoTensor)
+      k.args.push_back(TArg(b));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qconv";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("qconv", d));
+  k.global = {CeilDiv(num, 64) * 64};
+  k.local = {64};
+  k.writes = {y};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * (xi[1] / g) * win.kh * win.kw;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
+  const bool ql = node.op == OpKind::kQLinearMatMul;
+  TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
+  TensorId az = node.input(2), bz = ql ? node.input(5) : node.input(3), y = node.outputs[0];
+  const std::vector<int64_t> ad = e.Dims(a), bd = e.Dims(bt), yd = e.Dims(y);
+  if (ad.size() < 2 || bd.size() < 2)
+    return Unsupported(NodeWhere(node) + ": a rank-1 operand");
+  const int64_t m = ad[ad.size() - 2], ka = ad.back(), n = bd.back();
+  if (bd[bd.size() - 2] != ka)
+    return InvalidArgument(NodeWhere(node) + ": inner dimensions " + std::to_string(ka) + " and " +
+                           std::to_string(bd[bd.size() - 2]) + " differ");
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
+  OP_ASSIGN_OR_RETURN(Shape ob, BroadcastShapes(Shape(abatch), Shape(bbatch)));
+  const int64_t batch = Product(ob.dims);
+  if (batch * m * n != Product(yd))
+    return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
+                           " does not hold the product");
+  if (batch * m * n == 0)
+    return Status::Ok();
+  Defines d;
+  d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
+  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
+  d.Def("A_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
+  d.Def("B_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " + std::to_string(ka * n) + ")");
+  d.Int("HAS_AZP", az != kNoTensor).Int("HAS_BZP", bz != kNoTensor).Int("QLINEAR", ql);
+  if (az != kNoTensor)
+    d.Def("TAZ", e.Tag(az)).Int("AZP_N", QuantCount(e, az));
+  if (bz != kNoTensor)
+    d.Def("TBZ", e.Tag(bz)).Int("BZP_N", QuantCount(e, bz));
+  Pending k;
+  k.args = {TArg(a), TArg(bt)};
+  if (az != kNoTensor)
+    k.args.push_back(TArg(az));
+  if (bz != kNoTensor)
+    k.args.push_back(TArg(bz));
+  if (ql) {
+    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("BS_N", QuantCount(e, node.inputs[4]));
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qmatmul";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul", d));
+  k.global = {CeilDiv(batch * m * n, 64) * 64};
+  k.local = {64};
+  k.writes = {y};
+  k.flops = 2ull * batch * m * n * ka;
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
 bool IsAliasOp(OpKind op) {
   return op == OpKind::kReshape || op == OpKind::kFlatten || op == OpKind::kSqueeze ||
          op == OpKind::kUnsqueeze || op == OpKind::kIdentity || op == OpKind::kDropout;
@@ -979,6 +1195,17 @@ Status LowerNode(Emitter &e, const Node &node) {
       return LowerNorm(e, node);
     case OpKind::kResize:
       return LowerResize(e, node);
+    case OpKind::kQuantizeLinear:
+    case OpKind::kDequantizeLinear:
+      return LowerQuantizeLinear(e, node);
+    case OpKind::kDynamicQuantizeLinear:
+      return LowerDynamicQuantizeLinear(e, node);
+    case OpKind::kQLinearConv:
+    case OpKind::kConvInteger:
+      return LowerQuantizedConv(e, node);
+    case OpKind::kQLinearMatMul:
+    case OpKind::kMatMulInteger:
+      return LowerQuantizedMatMul(e, node);
     case OpKind::kTranspose:
     case OpKind::kSlice:
     case OpKind::kPad:
@@ -1286,6 +1513,7 @@ void EmitLaunchList(const Emitter &e, const Storage &st, CompiledModel *m) {
 StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &options,
                                      CodegenReport *report) {
   Emitter e(graph, options);
+  MarkQuantScales(e);
   OutputCopies copies;
   OP_RETURN_IF_ERROR(BindIo(e, &copies));
   OP_RETURN_IF_ERROR(LowerGraph(e, copies));

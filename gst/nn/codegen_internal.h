@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ class Emitter {
   std::vector<Pending> kernels;
   // Tensors whose storage is an output buffer: tensor → output index.
   std::map<TensorId, uint32_t> io_output;
+  // Float tensors kept in float32 storage whatever the precision: quantization scales, which
+  // half storage would round (a scale off by 2^-11 moves every quantized value near a tie).
+  std::set<TensorId> keep_f32;
 
   const Tensor &T(TensorId t) const { return graph.tensor(t); }
   const std::vector<int64_t> &Dims(TensorId t) const { return graph.tensor(t).shape.dims; }

@@ -97,6 +97,31 @@ StatusOr<Shape> ReshapeTarget(const Node &n, const Inputs &in) {
   return out;
 }
 
+bool IsQuantType(DType t) {
+  return t == DType::kUInt8 || t == DType::kInt8;
+}
+
+// A scale or zero point: one value (per tensor), or a 1-D tensor of `count` values (per axis or
+// per channel); count 0 allows only one value.
+Status CheckQuantParam(const Node &n, const Tensor *t, const char *what, int64_t count) {
+  if (!t)
+    return Status::Ok();
+  const int64_t e = t->shape.NumElements();
+  if (e == 1 && t->shape.rank() <= 1)
+    return Status::Ok();
+  if (count > 0 && t->shape.rank() == 1 && e == count)
+    return Status::Ok();
+  return Bad(n, std::string(what) + " of shape " + t->shape.ToString() + " must be a scalar" +
+                    (count > 0 ? " or hold " + std::to_string(count) + " values" : ""));
+}
+
+// The Conv or MatMul that a quantized op computes, for its window and product parameters.
+Node InnerNode(const Node &n, OpKind op) {
+  Node c = n;
+  c.op = op;
+  return c;
+}
+
 // One node's output typing: each method types one class of ops (the ops.def classes, and the
 // other ops by what they do) into `out`.
 class Typing {
@@ -110,6 +135,7 @@ class Typing {
   Status Combine();
   Status ShapeValued();
   Status Reductions();
+  Status Quantized();
 
   const Node &n;
   const Inputs &in;
@@ -575,6 +601,135 @@ Status Typing::Reductions() {
   return Status::Ok();
 }
 
+Status Typing::Quantized() {
+  switch (n.op) {
+    case OpKind::kQuantizeLinear:
+    case OpKind::kDequantizeLinear: {
+      OP_RETURN_IF_ERROR(need(2));
+      const bool q = n.op == OpKind::kQuantizeLinear;
+      const Tensor *zp = in.size() > 2 ? in[2] : nullptr;
+      int64_t count = 0;
+      if (in[1]->shape.NumElements() != 1 || in[1]->shape.rank() > 1) {
+        OP_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(n.attrs.Int("axis", 1),
+                                                        static_cast<int64_t>(x->shape.rank())));
+        count = x->shape[static_cast<size_t>(axis)];
+      }
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, in[1], "scale", count));
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, zp, "zero point", count));
+      if (zp && zp->shape != in[1]->shape)
+        return Bad(n, "zero point " + zp->shape.ToString() + " and scale " +
+                          in[1]->shape.ToString() + " differ in shape");
+      if (!IsFloat(in[1]->dtype) || in[1]->dtype == DType::kFloat64)
+        return Bad(n,
+                   std::string("scale must be float32 or float16, not ") + DTypeName(in[1]->dtype));
+      if (q) {
+        if (!IsFloat(x->dtype) && x->dtype != DType::kInt32)
+          return Bad(n, std::string("cannot quantize ") + DTypeName(x->dtype));
+        const DType yt = zp ? zp->dtype : DType::kUInt8;
+        if (!IsQuantType(yt))
+          return Unsupported(n.Describe() + ": quantizing to " + DTypeName(yt));
+        set(0, yt, x->shape);
+      } else {
+        if (!IsQuantType(x->dtype) && x->dtype != DType::kInt32)
+          return Unsupported(n.Describe() + ": dequantizing " + DTypeName(x->dtype));
+        if (zp && zp->dtype != x->dtype)
+          return Bad(n, "zero point type differs from the input's");
+        set(0, in[1]->dtype, x->shape);
+      }
+      break;
+    }
+    case OpKind::kDynamicQuantizeLinear:
+      if (x->dtype != DType::kFloat32)
+        return Bad(n, std::string("input must be float32, not ") + DTypeName(x->dtype));
+      set(0, DType::kUInt8, x->shape);
+      set(1, DType::kFloat32, Shape{});
+      set(2, DType::kUInt8, Shape{});
+      break;
+    case OpKind::kQLinearConv:
+    case OpKind::kConvInteger: {
+      const bool ql = n.op == OpKind::kQLinearConv;
+      OP_RETURN_IF_ERROR(need(ql ? 8 : 2));
+      const Tensor *w = ql ? in[3] : in[1];
+      if (x->shape.rank() < 3 || w->shape.rank() != x->shape.rank())
+        return Bad(n, "input " + x->shape.ToString() + " and weights " + w->shape.ToString() +
+                          " must both be N-D with N >= 3");
+      if (!IsQuantType(x->dtype) || !IsQuantType(w->dtype))
+        return Bad(n, std::string("input and weights must be uint8 or int8, not ") +
+                          DTypeName(x->dtype) + " and " + DTypeName(w->dtype));
+      const Tensor *xzp = ql ? in[2] : (in.size() > 2 ? in[2] : nullptr);
+      const Tensor *wzp = ql ? in[5] : (in.size() > 3 ? in[3] : nullptr);
+      const int64_t m = w->shape[0];
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, xzp, "input zero point", 0));
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, wzp, "weight zero point", m));
+      if ((xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype))
+        return Bad(n, "a zero point's type differs from its tensor's");
+      DType yt = DType::kInt32;
+      if (ql) {
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[1], "input scale", 0));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[4], "weight scale", m));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[6], "output scale", 0));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[7], "output zero point", 0));
+        for (size_t i : {1, 4, 6})
+          if (in[i]->dtype != DType::kFloat32)
+            return Bad(n, "scales must be float32");
+        const Tensor *b = in.size() > 8 ? in[8] : nullptr;
+        if (b && (b->dtype != DType::kInt32 || b->shape != Shape{m}))
+          return Bad(n, "bias must be int32 of shape (" + std::to_string(m) + ")");
+        yt = in[7]->dtype;
+        if (!IsQuantType(yt))
+          return Bad(n, "output zero point must be uint8 or int8");
+      }
+      const Node c = InnerNode(n, OpKind::kConv);
+      OP_ASSIGN_OR_RETURN(WindowParams p, GetWindowParams(c, Inputs{x, w}));
+      if (p.group < 1 || x->shape[1] != w->shape[1] * p.group || m % p.group)
+        return Bad(n, "channels " + std::to_string(x->shape[1]) + " and weights " +
+                          w->shape.ToString() + " do not match group " + std::to_string(p.group));
+      Shape s{x->shape[0], m};
+      for (int64_t d : p.out_spatial)
+        s.dims.push_back(d);
+      set(0, yt, s);
+      break;
+    }
+    case OpKind::kQLinearMatMul:
+    case OpKind::kMatMulInteger: {
+      const bool ql = n.op == OpKind::kQLinearMatMul;
+      OP_RETURN_IF_ERROR(need(ql ? 8 : 2));
+      const Tensor *b = ql ? in[3] : in[1];
+      if (!IsQuantType(x->dtype) || !IsQuantType(b->dtype))
+        return Bad(n, std::string("A and B must be uint8 or int8, not ") + DTypeName(x->dtype) +
+                          " and " + DTypeName(b->dtype));
+      if (x->shape.rank() < 2 || b->shape.rank() < 2)
+        return Unsupported(n.Describe() + ": a rank-1 operand");
+      const Node c = InnerNode(n, OpKind::kMatMul);
+      OP_ASSIGN_OR_RETURN(MatMulParams p, GetMatMulParams(c, Inputs{x, b}));
+      const Tensor *azp = ql ? in[2] : (in.size() > 2 ? in[2] : nullptr);
+      const Tensor *bzp = ql ? in[5] : (in.size() > 3 ? in[3] : nullptr);
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, azp, "A's zero point", ql ? 0 : p.m));
+      OP_RETURN_IF_ERROR(CheckQuantParam(n, bzp, "B's zero point", p.n));
+      if ((azp && azp->dtype != x->dtype) || (bzp && bzp->dtype != b->dtype))
+        return Bad(n, "a zero point's type differs from its tensor's");
+      DType yt = DType::kInt32;
+      if (ql) {
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[1], "A's scale", 0));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[4], "B's scale", p.n));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[6], "output scale", 0));
+        OP_RETURN_IF_ERROR(CheckQuantParam(n, in[7], "output zero point", 0));
+        for (size_t i : {1, 4, 6})
+          if (in[i]->dtype != DType::kFloat32)
+            return Bad(n, "scales must be float32");
+        yt = in[7]->dtype;
+        if (!IsQuantType(yt))
+          return Bad(n, "output zero point must be uint8 or int8");
+      }
+      set(0, yt, p.out);
+      break;
+    }
+    default:
+      return Internal(n.Describe() + ": not typed by Quantized");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) {
@@ -651,6 +806,15 @@ StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) 
     case OpKind::kDepthToSpace:
     case OpKind::kSpaceToDepth:
       OP_RETURN_IF_ERROR(t.Reductions());
+      break;
+    case OpKind::kQuantizeLinear:
+    case OpKind::kDequantizeLinear:
+    case OpKind::kDynamicQuantizeLinear:
+    case OpKind::kQLinearConv:
+    case OpKind::kConvInteger:
+    case OpKind::kQLinearMatMul:
+    case OpKind::kMatMulInteger:
+      OP_RETURN_IF_ERROR(t.Quantized());
       break;
   }
   std::vector<Tensor> &out = t.out;

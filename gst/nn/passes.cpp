@@ -72,6 +72,158 @@ double ScalarValue(const Tensor &t) {
 
 }  // namespace
 
+namespace {
+
+// The index of the DequantizeLinear node writing t, or -1.
+int DequantizeProducer(const Graph &g, const std::vector<int> &producers, TensorId t) {
+  if (t == kNoTensor)
+    return -1;
+  const int p = producers[static_cast<size_t>(t)];
+  return p >= 0 && g.nodes[static_cast<size_t>(p)].op == OpKind::kDequantizeLinear ? p : -1;
+}
+
+// The only node reading t (read once, not a graph output), or -1.
+int OnlyReader(const Graph &g, TensorId t) {
+  if (IsGraphOutput(g, t))
+    return -1;
+  int reader = -1, uses = 0;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (TensorId i : g.nodes[k].inputs)
+      if (i == t) {
+        ++uses;
+        reader = static_cast<int>(k);
+      }
+  return uses == 1 ? reader : -1;
+}
+
+bool IsQuantized(DType t) {
+  return t == DType::kUInt8 || t == DType::kInt8;
+}
+
+// A constant scale or zero point (absent counts: zero), per tensor unless `count` values along
+// axis 0 are allowed.
+bool ConstantParam(const Graph &g, TensorId t, int64_t count = 1) {
+  if (t == kNoTensor)
+    return true;
+  const Tensor &v = g.tensor(t);
+  const int64_t e = v.shape.NumElements();
+  return v.is_constant() && (e == 1 || (count > 1 && v.shape.rank() == 1 && e == count));
+}
+
+float ParamAt(const Graph &g, TensorId t, int64_t i) {
+  if (t == kNoTensor)
+    return 0.f;
+  const Tensor &v = g.tensor(t);
+  return static_cast<float>(
+      ref::GetReal(v, v.shape.NumElements() == 1 ? 0 : static_cast<size_t>(i)));
+}
+
+// The zero point of a QuantizeLinear/DequantizeLinear, made explicit (QLinearConv needs it).
+TensorId ExplicitZeroPoint(Graph &g, TensorId zp, DType dtype, const std::string &name) {
+  if (zp != kNoTensor)
+    return zp;
+  Tensor t = MakeConstant(dtype, Shape{}, Bytes(1, 0));
+  t.name = g.UniqueName(name);
+  return g.AddTensor(t);
+}
+
+}  // namespace
+
+Status FuseQuantizedConv(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    if (graph.nodes[k].op != OpKind::kConv)
+      continue;
+    const Node conv = graph.nodes[k];
+    const std::vector<int> prod = graph.Producers();
+    const int dx = DequantizeProducer(graph, prod, conv.input(0));
+    const int dw = DequantizeProducer(graph, prod, conv.input(1));
+    const int db = conv.input(2) == kNoTensor ? -2 : DequantizeProducer(graph, prod, conv.input(2));
+    if (dx < 0 || dw < 0 || db == -1)
+      continue;
+    const Node nx = graph.nodes[static_cast<size_t>(dx)], nw = graph.nodes[static_cast<size_t>(dw)];
+    const Tensor &xq = graph.tensor(nx.inputs[0]), &wq = graph.tensor(nw.inputs[0]);
+    if (!IsQuantized(xq.dtype) || !IsQuantized(wq.dtype) || !wq.is_constant() ||
+        wq.shape.rank() < 1)
+      continue;
+    const int64_t m = wq.shape[0];
+    if (!ConstantParam(graph, nx.input(1)) || !ConstantParam(graph, nx.input(2)) ||
+        !ConstantParam(graph, nw.input(1), m) || !ConstantParam(graph, nw.input(2), m))
+      continue;
+    if (graph.tensor(nw.inputs[1]).shape.NumElements() != 1 && nw.attrs.Int("axis", 1) != 0)
+      continue;  // per-axis scales along another axis than the output channels
+    // The output: read only by a QuantizeLinear, perhaps through a Relu.
+    std::vector<int> absorbed = {static_cast<int>(k)};
+    TensorId cur = conv.outputs[0];
+    int r = OnlyReader(graph, cur);
+    bool relu = false;
+    if (r >= 0 && graph.nodes[static_cast<size_t>(r)].op == OpKind::kRelu) {
+      relu = true;
+      absorbed.push_back(r);
+      cur = graph.nodes[static_cast<size_t>(r)].outputs[0];
+      r = OnlyReader(graph, cur);
+    }
+    if (r < 0 || graph.nodes[static_cast<size_t>(r)].op != OpKind::kQuantizeLinear)
+      continue;
+    const Node nq = graph.nodes[static_cast<size_t>(r)];
+    if (nq.inputs[0] != cur || !ConstantParam(graph, nq.input(1)) ||
+        !ConstantParam(graph, nq.input(2)))
+      continue;
+    const DType yt = graph.tensor(nq.outputs[0]).dtype;
+    if (relu && ParamAt(graph, nq.input(2), 0) != (yt == DType::kInt8 ? -128.f : 0.f))
+      continue;
+    absorbed.push_back(r);
+    // The bias: int32 on the accumulator's scale x_scale * w_scale[m], zero point 0, which is
+    // exactly QLinearConv's bias (compared as float32, the product onnxruntime's quantizer
+    // writes).
+    TensorId bq = kNoTensor;
+    if (db >= 0) {
+      const Node &nb = graph.nodes[static_cast<size_t>(db)];
+      const Tensor &b = graph.tensor(nb.inputs[0]);
+      if (!b.is_constant() || b.dtype != DType::kInt32 || b.shape != Shape{m} ||
+          !ConstantParam(graph, nb.input(1), m) || !ConstantParam(graph, nb.input(2), m))
+        continue;
+      bool same_scale = true;
+      for (int64_t c = 0; c < m; ++c)
+        same_scale = same_scale && ParamAt(graph, nb.input(2), c) == 0.f &&
+                     ParamAt(graph, nb.input(1), c) ==
+                         ParamAt(graph, nx.input(1), 0) * ParamAt(graph, nw.input(1), c);
+      if (!same_scale)
+        continue;
+      bq = nb.inputs[0];
+    }
+    Node fused;
+    fused.op = OpKind::kQLinearConv;
+    fused.name = conv.name;
+    fused.opset = conv.opset;
+    fused.attrs = conv.attrs;
+    const std::string base = graph.tensor(conv.outputs[0]).name;
+    fused.inputs = {nx.inputs[0],
+                    nx.inputs[1],
+                    ExplicitZeroPoint(graph, nx.input(2), xq.dtype, base + "_x_zero_point"),
+                    nw.inputs[0],
+                    nw.inputs[1],
+                    ExplicitZeroPoint(graph, nw.input(2), wq.dtype, base + "_w_zero_point"),
+                    nq.inputs[1],
+                    ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point")};
+    if (bq != kNoTensor)
+      fused.inputs.push_back(bq);
+    fused.outputs = {nq.outputs[0]};
+    graph.ReplaceNodes(absorbed, fused);
+    --k;  // the node now at k was after the conv; look at it again (k >= 0: a DQ came first)
+  }
+  return Status::Ok();
+}
+
+Status FoldDequantizeLinear(Graph &graph) {
+  std::vector<bool> gone(graph.nodes.size(), false);
+  for (size_t k = 0; k < graph.nodes.size(); ++k)
+    if (graph.nodes[k].op == OpKind::kDequantizeLinear) {
+      OP_ASSIGN_OR_RETURN(gone[k], FoldNode(graph, graph.nodes[k], true));
+    }
+  graph.RemoveNodes(gone);
+  return Status::Ok();
+}
+
 Status FoldConstants(Graph &graph) {
   std::vector<bool> gone(graph.nodes.size(), false);
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
@@ -730,6 +882,9 @@ Status EliminateDeadCode(Graph &graph) {
 }
 
 Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
+  if (options.fuse)
+    OP_RETURN_IF_ERROR(FuseQuantizedConv(graph));
+  OP_RETURN_IF_ERROR(FoldDequantizeLinear(graph));
   OP_RETURN_IF_ERROR(FoldConstants(graph));
   OP_RETURN_IF_ERROR(RemoveIdentities(graph));
   OP_RETURN_IF_ERROR(RemoveCastPairs(graph));

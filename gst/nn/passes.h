@@ -7,6 +7,16 @@
 
 namespace op::nn {
 
+// QDQ (QuantizeLinear/DequantizeLinear pairs around float ops, as onnxruntime's quantize_static
+// writes them): DequantizeLinear(x) → Conv(DequantizeLinear(w), [DequantizeLinear(b)]) →
+// [Relu] → QuantizeLinear → QLinearConv, which computes in integers. Needs per-tensor constant
+// scales and zero points for x and y, constant int8/uint8 weights with per-tensor or
+// per-output-channel scales, an int32 bias whose scale is x_scale * w_scale (zero point 0), and a
+// Relu only where the output's zero point is the bottom of its range (so saturation is the
+// Relu). Anything else stays float.
+Status FuseQuantizedConv(Graph &graph);
+// Folds DequantizeLinear of constants (weights and biases left in float by FuseQuantizedConv).
+Status FoldDequantizeLinear(Graph &graph);
 // Evaluates nodes whose inputs are all constant (shape computations, constant inputs).
 Status FoldConstants(Graph &graph);
 // Identity, Dropout (inference) and no-op Reshape/Cast/Expand/Transpose are bypassed.

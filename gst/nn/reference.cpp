@@ -896,6 +896,23 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     case OpKind::kCumSum:
       OP_RETURN_IF_ERROR(RunCumSum(n, in, out));
       break;
+    case OpKind::kQuantizeLinear:
+      OP_RETURN_IF_ERROR(RunQuantizeLinear(n, in, out));
+      break;
+    case OpKind::kDequantizeLinear:
+      OP_RETURN_IF_ERROR(RunDequantizeLinear(n, in, out));
+      break;
+    case OpKind::kDynamicQuantizeLinear:
+      OP_RETURN_IF_ERROR(RunDynamicQuantizeLinear(n, in, out));
+      break;
+    case OpKind::kQLinearConv:
+    case OpKind::kConvInteger:
+      OP_RETURN_IF_ERROR(RunQuantizedConv(n, in, out));
+      break;
+    case OpKind::kQLinearMatMul:
+    case OpKind::kMatMulInteger:
+      OP_RETURN_IF_ERROR(RunQuantizedMatMul(n, in, out));
+      break;
   }
   return out;
 }

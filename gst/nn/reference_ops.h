@@ -88,4 +88,11 @@ Status RunReduce(const Node &n, const Inputs &in, std::vector<Tensor> &out);
 Status RunSoftmax(const Node &n, const Inputs &in, std::vector<Tensor> &out);
 Status RunCumSum(const Node &n, const Inputs &in, std::vector<Tensor> &out);
 
+// reference_quant.cpp: the quantization ops (onnxruntime's float32 arithmetic, ties to even).
+Status RunQuantizeLinear(const Node &n, const Inputs &in, std::vector<Tensor> &out);
+Status RunDequantizeLinear(const Node &n, const Inputs &in, std::vector<Tensor> &out);
+Status RunDynamicQuantizeLinear(const Node &n, const Inputs &in, std::vector<Tensor> &out);
+Status RunQuantizedConv(const Node &n, const Inputs &in, std::vector<Tensor> &out);
+Status RunQuantizedMatMul(const Node &n, const Inputs &in, std::vector<Tensor> &out);
+
 }  // namespace op::nn::ref

@@ -60,7 +60,9 @@ Status InferNode(Graph &graph, const Node &node) {
   return Status::Ok();
 }
 
-StatusOr<bool> FoldNode(Graph &graph, const Node &node) {
+StatusOr<bool> FoldNode(Graph &graph, const Node &node, bool fold_dequantize) {
+  if (node.op == OpKind::kDequantizeLinear && !fold_dequantize)
+    return false;
   bool all_const = !node.inputs.empty();
   for (TensorId id : node.inputs)
     if (id != kNoTensor && !graph.tensor(id).is_constant())

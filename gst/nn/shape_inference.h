@@ -30,7 +30,9 @@ Status InferNode(Graph &graph, const Node &node);
 // reference interpreter), or Shape/Size of a statically shaped input. Writes the data of the
 // node's outputs, which become constants, and returns true; the caller removes the node. Returns
 // false, writing nothing, when a value depends on a graph input. Used by InferShapes and the
-// FoldConstants pass.
-StatusOr<bool> FoldNode(Graph &graph, const Node &node);
+// FoldConstants pass. A DequantizeLinear is folded only with `fold_dequantize`: until the
+// FuseQuantizedConv pass has looked at it, its integer weights are worth more than their float
+// values (the FoldDequantizeLinear pass folds what is left).
+StatusOr<bool> FoldNode(Graph &graph, const Node &node, bool fold_dequantize = false);
 
 }  // namespace op::nn

@@ -1,6 +1,7 @@
 // Graph statistics (see stats.h).
 #include "nn/stats.h"
 
+#include <algorithm>
 #include <set>
 
 #include "nn/op_params.h"
@@ -65,6 +66,22 @@ int64_t NodeFlops(const Graph &g, const Node &n) {
       for (int64_t d : p->kernel)
         k *= d;
       return out * k;
+    }
+    case OpKind::kQLinearConv:
+    case OpKind::kConvInteger: {
+      // The integer convolution: one multiply-add per weight of a group, per output element.
+      const Tensor *w = n.op == OpKind::kQLinearConv ? (in.size() > 3 ? in[3] : nullptr)
+                                                     : (in.size() > 1 ? in[1] : nullptr);
+      if (!w || w->shape.rank() < 2)
+        return 0;
+      return 2 * out * (w->shape.NumElements() / std::max<int64_t>(w->shape[0], 1));
+    }
+    case OpKind::kQLinearMatMul:
+    case OpKind::kMatMulInteger: {
+      const Tensor *a = in.empty() ? nullptr : in[0];
+      if (!a || a->shape.rank() < 1)
+        return 0;
+      return 2 * out * a->shape[a->shape.rank() - 1];
     }
     case OpKind::kElementwiseChain:
       return out * static_cast<int64_t>(n.attrs.Strings("ops").size());

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Differential test: every op of the reference interpreter against onnxruntime.
 
-Usage: ops_vs_onnxruntime.py OPC [--keep DIR] [--filter NAME]
+Usage: ops_vs_onnxruntime.py OPC [--keep DIR] [--filter NAME[,NAME...]] [--device]
 
 For each case this builds a single-op ONNX model (onnx.helper) with odd shapes (1, 3, 13, 127),
 random inputs, runs it in onnxruntime (the independent expectation), then runs `OPC run
---reference` on the same files and compares. Exit status 1 on any mismatch, 77 without
+--reference` on the same files and compares (with --device: `OPC run` on the OpenCL device,
+exit 77 without one; the device test runs the quantization cases this way). Exit status 1 on any mismatch, 77 without
 onnxruntime.
 
 Tolerances (|got - want| <= atol + rtol * |want|), per kind of op:
@@ -206,6 +207,53 @@ case("depth_to_space_crd", "DepthToSpace", [("x", f32(1, 12, 3, 13))], {"blocksi
 case("space_to_depth", "SpaceToDepth", [("x", f32(1, 3, 6, 26))], {"blocksize": 2}, tol=EXACT)
 
 
+# --- quantization: integer results, exact. Scales that are powers of two put values exactly on
+# rounding ties (half to even) and past the saturation bounds.
+def u8(*shape):
+    return rng.integers(0, 256, shape).astype(np.uint8)
+
+
+def i8(*shape):
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
+def scales(*shape):
+    return rng.uniform(0.01, 0.1, shape).astype(np.float32)
+
+
+ties = (np.arange(-600, 601, dtype=np.float32) / 4).reshape(1, 1201)
+case("quantize_u8_ties", "QuantizeLinear", [("x", ties), ("s", np.array(0.5, np.float32)), ("z", np.array(128, np.uint8))], opset=13, tol=EXACT)
+case("quantize_i8_ties", "QuantizeLinear", [("x", ties), ("s", np.array(0.25, np.float32)), ("z", np.array(-3, np.int8))], opset=13, tol=EXACT)
+case("quantize_no_zp", "QuantizeLinear", [("x", f32(3, 13, 7, lo=0, hi=10)), ("s", np.array(0.05, np.float32))], opset=13, tol=EXACT)
+case("quantize_axis", "QuantizeLinear", [("x", f32(3, 13, 7, lo=-9, hi=9)), ("s", scales(13)), ("z", i8(13))], {"axis": 1}, opset=13, tol=EXACT)
+case("quantize_axis_last", "QuantizeLinear", [("x", f32(3, 13, 7, lo=-9, hi=9)), ("s", scales(7)), ("z", u8(7))], {"axis": -1}, opset=13, tol=EXACT)
+case("dequantize_u8", "DequantizeLinear", [("x", u8(3, 13, 127)), ("s", np.array(0.037, np.float32)), ("z", np.array(131, np.uint8))], opset=13, tol=EXACT)
+case("dequantize_axis0", "DequantizeLinear", [("x", i8(13, 127)), ("s", scales(13)), ("z", i8(13))], {"axis": 0}, opset=13, tol=EXACT)
+case("dequantize_i32", "DequantizeLinear", [("x", rng.integers(-2**20, 2**20, (3, 13)).astype(np.int32)), ("s", scales(13))], {"axis": 1}, opset=13, tol=EXACT)
+case("dynamic_quantize", "DynamicQuantizeLinear", [("x", f32(3, 13, 127, lo=-2, hi=5))], opset=11, n_out=3, tol=EXACT)
+case("dynamic_quantize_positive", "DynamicQuantizeLinear", [("x", f32(13, 7, lo=0.5, hi=3))], opset=11, n_out=3, tol=EXACT)
+case("qlinearconv_grouped", "QLinearConv",
+     [("x", u8(1, 6, 13, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(119, np.uint8)),
+      ("w", i8(8, 3, 3, 3)), ("ws", scales(8)), ("wz", np.zeros(8, np.int8)),
+      ("ys", np.array(0.3, np.float32)), ("yz", np.array(100, np.uint8)),
+      ("b", rng.integers(-5000, 5000, 8).astype(np.int32))],
+     {"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}, opset=13, tol=EXACT)
+case("qlinearconv_depthwise_i8", "QLinearConv",
+     [("x", i8(1, 4, 13, 13)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(3, np.int8)),
+      ("w", i8(4, 1, 3, 3)), ("ws", np.array(0.01, np.float32)), ("wz", np.array(0, np.int8)),
+      ("ys", np.array(0.2, np.float32)), ("yz", np.array(-7, np.int8))],
+     {"group": 4, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, opset=13, tol=EXACT)
+case("convinteger", "ConvInteger", [("x", u8(2, 3, 13, 13)), ("w", u8(5, 3, 3, 3)), ("xz", np.array(128, np.uint8)), ("wz", np.array(7, np.uint8))],
+     {"strides": [2, 2], "pads": [1, 1, 1, 1]}, opset=10, tol=EXACT)
+case("convinteger_1d", "ConvInteger", [("x", u8(1, 3, 127)), ("w", u8(13, 3, 5)), ("xz", np.array(0, np.uint8)), ("wz", np.array(250, np.uint8))], {"pads": [2, 2]}, opset=10, tol=EXACT)
+case("matmulinteger_batched", "MatMulInteger", [("a", u8(3, 1, 13, 127)), ("b", i8(1, 3, 127, 5)), ("az", np.array(128, np.uint8)), ("bz", np.array(-2, np.int8))], opset=10, tol=EXACT)
+case("matmulinteger_per_column", "MatMulInteger", [("a", u8(13, 127)), ("b", u8(127, 7)), ("az", np.array(3, np.uint8)), ("bz", u8(7))], opset=10, tol=EXACT)
+case("qlinearmatmul", "QLinearMatMul",
+     [("a", u8(2, 13, 127)), ("as", np.array(0.02, np.float32)), ("az", np.array(128, np.uint8)),
+      ("b", i8(127, 7)), ("bs", np.array(0.01, np.float32)), ("bz", np.array(0, np.int8)),
+      ("ys", np.array(0.1, np.float32)), ("yz", np.array(120, np.uint8))], opset=10, tol=EXACT)
+
+
 def build(c, path):
     ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in c["inputs"]]
     inits = [numpy_helper.from_array(a, n) for n, a in c["consts"]]
@@ -227,12 +275,13 @@ def build(c, path):
 def main():
     opc = sys.argv[1]
     keep = sys.argv[sys.argv.index("--keep") + 1] if "--keep" in sys.argv else None
-    only = sys.argv[sys.argv.index("--filter") + 1] if "--filter" in sys.argv else None
+    only = sys.argv[sys.argv.index("--filter") + 1].split(",") if "--filter" in sys.argv else None
+    device = "--device" in sys.argv
     work = keep or tempfile.mkdtemp(prefix="nn_ops_")
     failures, ran = [], 0
     ops_seen = set()
     for c in CASES:
-        if only and only not in c["name"]:
+        if only and not any(o in c["name"] for o in only):
             continue
         d = os.path.join(work, c["name"])
         os.makedirs(d, exist_ok=True)
@@ -241,7 +290,9 @@ def main():
         sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         feeds = {n: a for n, a in c["inputs"]}
         want = sess.run(None, feeds)
-        args = [opc, "run", model, "--reference", "--output-dir", os.path.join(d, "out")]
+        args = [opc, "run", model, "--output-dir", os.path.join(d, "out")]
+        if not device:
+            args.append("--reference")
         for n, a in c["inputs"]:
             np.save(os.path.join(d, n + ".npy"), a)
             args += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
@@ -249,6 +300,9 @@ def main():
         ran += 1
         ops_seen.add(c["op"])
         if r.returncode != 0:
+            if device and "no OpenCL" in r.stderr:
+                print("SKIP: no OpenCL device")
+                return 77
             failures.append(f"{c['name']}: opc failed: {r.stderr.strip()}")
             continue
         rtol, atol = c["tol"]

@@ -1,0 +1,98 @@
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
+//
+// quantize / dequantize: one work-item per element. The scale and zero point are buffers (they
+// may be computed by the graph), indexed by the element's position along the quantization axis:
+// k = (i / INNER) % COUNT (COUNT 1: per tensor).
+// Defines: TX TS TY (tags), HAS_ZP and TZ, COUNT INNER NUM, MODE 0 quantize / 1 dequantize,
+// QMIN QMAX (the output's range when quantizing).
+//
+// dynamic_quantize: one work-group of DQ_LOCAL work-items; the range of x (with 0) is reduced in
+// local memory, then every work-item quantizes its share. Defines: TX NUM DQ_LOCAL.
+#include "nn_common.cl"
+
+// x / s rounded to nearest even as IEEE division does: OpenCL allows 2.5 ulp for a float
+// division unless a build option asks for more, and a quotient one ulp off moves a value that
+// should round to a tie. The exact residual x - q * s (fma) picks the neighbour nearest x / s.
+inline float nn_div_rn(float x, float s) {
+  float q = x / s;
+  for (int i = 0; i < 3; i++) {
+    const float r = fabs(fma(-q, s, x));
+    const float up = nextafter(q, INFINITY), dn = nextafter(q, -INFINITY);
+    if (fabs(fma(-up, s, x)) < r)
+      q = up;
+    else if (fabs(fma(-dn, s, x)) < r)
+      q = dn;
+    else
+      break;
+  }
+  return q;
+}
+
+// round(v) + zp, saturated to [lo, hi]; NaN gives 0 as the reference interpreter does.
+inline float nn_requantize(float v, float zp, float lo, float hi) {
+  return isnan(v) ? 0.0f : clamp(rint(v) + zp, lo, hi);
+}
+
+#ifdef MODE
+__kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TS) * s,
+                       uint s_off,
+#if HAS_ZP
+                       __global const STYPE(TZ) * z, uint z_off,
+#endif
+                       __global STYPE(TY) * y, uint y_off) {
+  const uint i = get_global_id(0);
+  if (i >= NUM)
+    return;
+  const uint k = (i / INNER) % COUNT;
+  const float sc = LOAD(TS, s, s_off + k);
+#if HAS_ZP
+  const int zp = (int)LOAD(TZ, z, z_off + k);
+#else
+  const int zp = 0;
+#endif
+#if MODE == 0
+  const float v = nn_div_rn((float)LOAD(TX, x, x_off + i), sc);
+  STORE(TY, y, y_off + i, nn_requantize(v, (float)zp, QMIN, QMAX));
+#else
+  STORE(TY, y, y_off + i, (float)((int)LOAD(TX, x, x_off + i) - zp) * sc);
+#endif
+}
+#endif
+
+#ifdef DQ_LOCAL
+__kernel void dynamic_quantize(__global const STYPE(TX) * x, uint x_off, __global uchar *y,
+                               uint y_off, __global float *ys, uint ys_off, __global uchar *yz,
+                               uint yz_off) {
+  __local float lo[DQ_LOCAL], hi[DQ_LOCAL];
+  __local float scale_zp[2];
+  const uint l = get_local_id(0);
+  float mn = 0.0f, mx = 0.0f;
+  for (uint i = l; i < NUM; i += DQ_LOCAL) {
+    const float v = LOAD(TX, x, x_off + i);
+    mn = fmin(mn, v);
+    mx = fmax(mx, v);
+  }
+  lo[l] = mn;
+  hi[l] = mx;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (l == 0) {
+    for (uint j = 1; j < DQ_LOCAL; j++) {
+      mn = fmin(mn, lo[j]);
+      mx = fmax(mx, hi[j]);
+    }
+    const float sc = (mx - mn) / 255.0f;
+    // An all-zero input has scale 0: zero point 0 and every value 0.
+    const float zp = sc > 0.0f ? nn_requantize(nn_div_rn(0.0f - mn, sc), 0.0f, 0.0f, 255.0f) : 0.0f;
+    scale_zp[0] = sc;
+    scale_zp[1] = zp;
+    ys[ys_off] = sc;
+    yz[yz_off] = (uchar)zp;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float sc = scale_zp[0], zp = scale_zp[1];
+  for (uint i = l; i < NUM; i += DQ_LOCAL) {
+    const float v = sc > 0.0f ? nn_div_rn(LOAD(TX, x, x_off + i), sc) : 0.0f;
+    y[y_off + i] = (uchar)nn_requantize(v, zp, 0.0f, 255.0f);
+  }
+}
+#endif
