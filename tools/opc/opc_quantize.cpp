@@ -467,7 +467,10 @@ Status WriteQdq(onnx::ModelProto model, const Graph &g, const std::vector<Layer>
     };
     if (l.weight_input >= 0) {
       const Tensor &w = g.tensor(node.inputs[l.weight_input]);
-      const std::string key = w.name + "#" + std::to_string(l.weight_axis);
+      // By content: an exporter's Identity copies of one weight (folded on import) share one
+      // int8 tensor.
+      std::string key = w.shape.ToString() + "#" + std::to_string(l.weight_axis) + "#";
+      key.append(reinterpret_cast<const char *>(w.data->data()), w.data->size());
       if (!weight_dq.count(key)) {
         const std::string q = unique(w.name + "_quantized"), s = unique(w.name + "_scale"),
                           z = unique(w.name + "_zero_point"), dq = unique(w.name + "_dequantized");
