@@ -728,7 +728,6 @@ int Quantize(const Args &args) {
     std::vector<Error> alone(layers.size());
     Error all;
     std::vector<bool> one(layers.size(), false);
-    std::vector<std::vector<Tensor>> refs, bases;
     for (const auto &f : files) {
       auto inputs = ReadFrame(g, f);
       if (!inputs.ok())
@@ -751,8 +750,6 @@ int Quantize(const Args &args) {
       if (!got.ok())
         return Fail(got.status());
       all.Add(ref, *got);
-      refs.push_back(std::move(ref));
-      bases.push_back(std::move(*base));
     }
     std::vector<size_t> order(layers.size());
     for (size_t i = 0; i < order.size(); ++i)
@@ -787,12 +784,22 @@ int Quantize(const Args &args) {
                   o.keep_float > 0 ? "--keep-float" : "--keep");
     }
     if (any_kept) {
+      // Frame by frame again: one frame's values at a time bound the memory.
       Error mixed;
-      for (size_t f = 0; f < bases.size(); ++f) {
-        auto got = runner.RunQuantized(bases[f], quantized);
+      for (const auto &f : files) {
+        auto inputs = ReadFrame(g, f);
+        if (!inputs.ok())
+          return Fail(inputs.status());
+        auto base = runner.RunFloat(*inputs, [](TensorId, const Tensor &) {});
+        if (!base.ok())
+          return Fail(base.status());
+        std::vector<Tensor> ref;
+        for (TensorId id : g.outputs)
+          ref.push_back((*base)[id]);
+        auto got = runner.RunQuantized(*base, quantized);
         if (!got.ok())
           return Fail(got.status());
-        mixed.Add(refs[f], *got);
+        mixed.Add(ref, *got);
       }
       std::printf("with those in float: rel-rms %.3g, max-abs %.3g\n", mixed.relative_rms(),
                   mixed.max_abs);
