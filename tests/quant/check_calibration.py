@@ -14,6 +14,8 @@ for x are compared with the range each method must find:
   in numpy, on a Laplace distribution with far outliers, where the threshold must cut them off.
 
 Also: w is int8 with one scale per output column, max |w| / 127, values round(w / scale).
+And bad input (an empty folder, a frame of another shape or dtype, an unknown --keep or
+--method) is refused with exit 1 and a message naming the file or option.
 
 Exit 0 pass, 1 fail. Usage: check_calibration.py OPC
 """
@@ -169,12 +171,26 @@ def main():
             check(hi < 0.5 * float(data.max()),
                   f"entropy ({name}): threshold {hi:.3f} cuts off the outliers at {data.max():.0f}")
 
-        # Bad input: a calibration folder without the model's input.
-        with tempfile.TemporaryDirectory() as empty:
-            r = subprocess.run([opc, "quantize", mpath, "--calibration", empty, "-o",
-                                os.path.join(d, "x.onnx")], capture_output=True, text=True)
-            check(r.returncode == 1 and "x-NNNNNN.npy" in r.stderr,
-                  f"empty calibration folder: exit {r.returncode}, {r.stderr.strip()}")
+        # Bad input: one line naming the file or option, exit 1, no crash.
+        def refused(what, files, extra, want):
+            with tempfile.TemporaryDirectory() as cal:
+                for name, arr in files.items():
+                    np.save(os.path.join(cal, name), arr)
+                r = subprocess.run([opc, "quantize", mpath, "--calibration", cal, *extra, "-o",
+                                    os.path.join(d, "x.onnx")], capture_output=True, text=True)
+                check(r.returncode == 1 and want in r.stderr,
+                      f"{what}: exit {r.returncode}, {r.stderr.strip()}")
+
+        good = np.zeros((4, 16), np.float32)
+        refused("empty calibration folder", {}, [], "x-NNNNNN.npy")
+        refused("a later frame of another shape",
+                {"x-000000.npy": good, "x-000001.npy": np.zeros((4, 17), np.float32)}, [],
+                "x-000001.npy: shape (4,17), but the model's input 'x' is (4,16)")
+        refused("a frame of another dtype", {"x-000000.npy": good.astype(np.int64)}, [],
+                "x-000000.npy: int64, but the model's input 'x' is float32")
+        refused("an unknown --keep", {"x-000000.npy": good}, ["--keep", "nosuch"], "'nosuch'")
+        refused("an unknown --method", {"x-000000.npy": good}, ["--method", "kl"],
+                "minmax, percentile or entropy")
     return 1 if failures else 0
 
 

@@ -180,6 +180,13 @@ StatusOr<std::vector<Tensor>> ReadFrame(const Graph &g,
     if (t.dtype != want.dtype)
       return InvalidArgument(path + ": " + DTypeName(t.dtype) + ", but the model's input '" +
                              want.name + "' is " + DTypeName(want.dtype));
+    // Every frame must fit the shapes bound from the first (the interpreter trusts its values).
+    bool fits = t.shape.rank() == want.shape.rank();
+    for (size_t i = 0; fits && i < t.shape.rank(); ++i)
+      fits = want.shape[i] < 0 || want.shape[i] == t.shape[i];
+    if (!fits)
+      return InvalidArgument(path + ": shape " + t.shape.ToString() + ", but the model's input '" +
+                             want.name + "' is " + want.shape.ToString());
     out.push_back(std::move(t));
   }
   return out;
@@ -641,13 +648,12 @@ int Quantize(const Args &args) {
 
   // Shapes from the first frame (the interpreter checks every later one).
   {
+    auto first = ReadFrame(g, files[0]);  // checks them against the declared dims
+    if (!first.ok())
+      return Fail(first.status());
     ShapeBindings shapes;
-    for (const auto &[name, path] : files[0]) {
-      auto t = ReadNpy(path);
-      if (!t.ok())
-        return Fail(t.status());
-      shapes[name] = t->shape;
-    }
+    for (const Tensor &t : *first)
+      shapes[t.name] = t.shape;
     Status st = InferShapes(g, shapes);
     if (!st.ok())
       return Fail(st.Prepend(o.model));
