@@ -14,7 +14,8 @@
    0.26: a quarter plus 5 bytes of scale and zero point per output channel; the whole
    model's initializers at most 0.35 of the float32 twin's when no layer is kept: biases, norms
    and the scales stay float), and give outputs within the bound below of the float model's
-   (onnxruntime, on every dumped frame).
+   (onnxruntime, on every dumped frame). With --quantize-outputs onnxruntime must turn every
+   Conv, Gemm and MatMul of the vision model into its integer form.
 
 Bounds: relative RMS error of the whole output vector over the dumped frames, measured on this
 drive with PoCL (see docs/runtime.md for the figures) and set at about twice the worst measured
@@ -43,7 +44,8 @@ from gi.repository import Gst  # noqa: E402
 FRAMES = 4
 # Relative RMS error of `outputs` against the float model. Measured on the first 4 frames (and
 # on 20): vision minmax / percentile 0.015, vision entropy with its 4 most sensitive layers in
-# float 0.05 (0.25 with none kept), policy minmax with 1 kept 0.010.
+# float 0.05 (0.25 with none kept), vision minmax with --quantize-outputs 0.017, policy minmax
+# with 1 kept 0.010.
 BOUND_VISION = 0.03
 BOUND_VISION_ENTROPY = 0.10
 BOUND_POLICY = 0.025
@@ -174,8 +176,9 @@ def main():
         cases = [("policy", policy, "minmax", ["--report", "--keep-float", "1"], BOUND_POLICY)]
         cases += [("vision", vision, m, [], BOUND_VISION) for m in ("minmax", "percentile")]
         cases += [("vision", vision, "entropy", ["--keep-float", "4"], BOUND_VISION_ENTROPY)]
+        cases += [("vision", vision, "minmax", ["--quantize-outputs"], BOUND_VISION)]
         for what, path, method, extra, bound in cases:
-            out = os.path.join(tmp, f"{what}-{method}.onnx")
+            out = os.path.join(tmp, f"{what}-{method}-{len(cases)}-{len(extra)}.onnx")
             r = subprocess.run([opc, "quantize", path, "--calibration", cal, "--method", method,
                                 *extra, "-o", out], capture_output=True, text=True)
             print(r.stdout, end="")
@@ -200,10 +203,14 @@ def main():
             qbytes = sum(a.nbytes for a in inits.values())
             ratio = qbytes / twin_weight_bytes(float_model)
             # Each weight DequantizeLinear: int8 values, float scales, int8 zero points.
-            wdq = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits]
+            # (With --quantize-outputs, the biases' DequantizeLinear read int32.)
+            cdq = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits]
+            wdq = [n for n in cdq if inits[n.input[0]].dtype == np.int8]
             wbytes = sum(inits[i].nbytes for n in wdq for i in n.input)
             welems = sum(inits[n.input[0]].size for n in wdq)
-            int8 = all(inits[n.input[0]].dtype == np.int8 for n in wdq)
+            int32 = "--quantize-outputs" in extra
+            int8 = all(inits[n.input[0]].dtype == np.int8 or (int32 and inits[n.input[0]].dtype == np.int32)
+                       for n in cdq)
             kept = "--keep-float" in extra
             check(ops.count("QuantizeLinear") > 0 and wdq and int8 and wbytes <= 0.27 * 4 * welems
                   and (kept or ratio <= 0.35),
@@ -211,6 +218,19 @@ def main():
                   f"{len(wdq)} int8 weights: {wbytes} bytes for {4 * welems} float32 bytes "
                   f"({wbytes / (4 * welems):.3f}); initializers {qbytes} bytes = {ratio:.3f} of "
                   f"the float32 twin's{' (layers kept in float)' if kept else ''}")
+            if "--quantize-outputs" in extra:
+                # Quantized outputs and int32 biases: onnxruntime folds every layer into integer
+                # compute (QLinearConv, QGemm, QLinearMatMul).
+                oso = ort.SessionOptions()
+                oso.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
+                ort.InferenceSession(out, oso, providers=["CPUExecutionProvider"])
+                opt = [n.op_type for n in onnx.load(oso.optimized_model_filepath).graph.node]
+                fops = [n.op_type for n in float_model.graph.node]
+                folded = {k: opt.count(k) for k in ("QLinearConv", "QGemm", "QLinearMatMul")}
+                check(folded == {"QLinearConv": fops.count("Conv"), "QGemm": fops.count("Gemm"),
+                                 "QLinearMatMul": fops.count("MatMul")}
+                      and not {"Conv", "Gemm", "MatMul"} & set(opt),
+                      f"{what} {method} --quantize-outputs: onnxruntime's optimized graph {folded}")
             fs = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
             qs = ort.InferenceSession(out, so, providers=["CPUExecutionProvider"])
             ref = [run(fs, cal, k) for k in ks]

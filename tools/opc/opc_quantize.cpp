@@ -2,6 +2,7 @@
 //
 //   opc quantize MODEL --calibration DIR -o OUT.onnx [--method minmax|percentile|entropy]
 //                [--percentile P] [--frames N] [--report] [--keep-float N | --keep NODE,...]
+//                [--quantize-outputs]
 //
 // 1. The model becomes its float32 twin (float16 weights widened, casts to float16 made casts to
 //    float32): DequantizeLinear yields float32, and calibration should see float32 values.
@@ -50,6 +51,7 @@ struct Options {
   double percentile = 99.99;
   size_t max_frames = 0;  // 0: all
   bool report = false;
+  bool quantize_outputs = false;
   int keep_float = 0;
   std::vector<std::string> keep;
 };
@@ -64,6 +66,14 @@ struct Layer {
   std::vector<int> activation_inputs;
   quant::QuantizedWeight qweight;
   Tensor dequantized_weight;  // float32 q · scale, for the simulation
+  // --quantize-outputs: the output gets QuantizeLinear → DequantizeLinear and a constant bias
+  // (Conv's B, Gemm's C along the weight's channels) becomes int32 with scale
+  // activation scale × weight scale[c], so that integer runtimes can fold the layer whole.
+  bool quantize_output = false;
+  int bias_input = -1;
+  std::vector<int32_t> qbias;
+  std::vector<float> bias_scale;
+  Tensor dequantized_bias;
 };
 
 // ---- The float32 twin ---------------------------------------------------------------------
@@ -276,6 +286,8 @@ class Runner {
       const Layer &layer = layers_[layer_of_[k]];
       if (layer.weight_input >= 0)
         ins[layer.weight_input] = &layer.dequantized_weight;
+      if (layer.bias_input >= 0)
+        ins[layer.bias_input] = &layer.dequantized_bias;
       for (int i : layer.activation_inputs) {
         std::vector<float> v = Floats(*ins[i]);
         quant::FakeQuantize(v.data(), v.size(), params_.at(node.inputs[i]));
@@ -286,6 +298,11 @@ class Runner {
     auto outs = EvaluateNode(node, ins);
     if (!outs.ok())
       return Status(outs.status()).Prepend(node.Describe());
+    if (quantize && layers_[layer_of_[k]].quantize_output) {
+      std::vector<float> v = Floats((*outs)[0]);
+      quant::FakeQuantize(v.data(), v.size(), params_.at(node.outputs[0]));
+      (*outs)[0] = WithFloats((*outs)[0], v);
+    }
     for (size_t o = 0; o < node.outputs.size(); ++o)
       if (node.outputs[o] != kNoTensor)
         (*vals)[node.outputs[o]] = std::move((*outs)[o]);
@@ -454,6 +471,8 @@ Status WriteQdq(onnx::ModelProto model, const Graph &g, const std::vector<Layer>
   std::map<std::string, std::string> weight_dq, act_dq;  // float name → dequantized name
   std::vector<onnx::NodeProto> head;                     // weight DequantizeLinear nodes
   std::map<int, std::vector<onnx::NodeProto>> before;    // proto node → Q/DQ to put before it
+  std::map<int, std::vector<onnx::NodeProto>> after;     // proto node → its output's Q/DQ
+  std::map<std::string, std::pair<std::string, std::string>> out_qdq;  // y → (its Q, its DQ)
   for (size_t li = 0; li < layers.size(); ++li) {
     if (!quantized[li])
       continue;
@@ -515,6 +534,34 @@ Status WriteQdq(onnx::ModelProto model, const Graph &g, const std::vector<Layer>
       }
       OP_RETURN_IF_ERROR(rewire(i, act_dq[x]));
     }
+    if (l.bias_input >= 0) {
+      const std::string &b = g.tensor(node.inputs[l.bias_input]).name;
+      const std::string q = unique(b + "_quantized"), s = unique(b + "_scale"),
+                        z = unique(b + "_zero_point"), dq = unique(b + "_dequantized");
+      const std::vector<int32_t> zeros(l.qbias.size(), 0);
+      const std::vector<int64_t> dims{int64_t(l.qbias.size())};
+      *pg->add_initializer() =
+          MakeInit(q, onnx::TensorProto::INT32, dims, l.qbias.data(), l.qbias.size() * 4);
+      *pg->add_initializer() =
+          MakeInit(s, onnx::TensorProto::FLOAT, dims, l.bias_scale.data(), l.bias_scale.size() * 4);
+      *pg->add_initializer() =
+          MakeInit(z, onnx::TensorProto::INT32, dims, zeros.data(), zeros.size() * 4);
+      head.push_back(MakeNode("DequantizeLinear", dq, {q, s, z}, dq, 0));
+      ++stats->dequantize_nodes;
+      OP_RETURN_IF_ERROR(rewire(l.bias_input, dq));
+    }
+    if (l.quantize_output) {
+      const ActivationParams p = params.at(node.outputs[0]);
+      const std::string s = unique(out0 + "_scale"), z = unique(out0 + "_zero_point"),
+                        q = unique(out0 + "_quantized"), dq = unique(out0 + "_dequantized");
+      *pg->add_initializer() = MakeInit(s, onnx::TensorProto::FLOAT, {}, &p.scale, 4);
+      *pg->add_initializer() = MakeInit(z, onnx::TensorProto::UINT8, {}, &p.zero_point, 1);
+      after[it->second].push_back(MakeNode("QuantizeLinear", q, {out0, s, z}, q));
+      after[it->second].push_back(MakeNode("DequantizeLinear", dq, {q, s, z}, dq));
+      ++stats->quantize_nodes;
+      ++stats->dequantize_nodes;
+      out_qdq[out0] = {q, dq};
+    }
   }
   // Topological order: weight DequantizeLinear first (they read initializers only), each
   // activation's pair right before its first quantized reader.
@@ -524,7 +571,17 @@ Status WriteQdq(onnx::ModelProto model, const Graph &g, const std::vector<Layer>
     if (b != before.end())
       nodes.insert(nodes.end(), b->second.begin(), b->second.end());
     nodes.push_back(pg->node(i));
+    auto a = after.find(i);
+    if (a != after.end())
+      nodes.insert(nodes.end(), a->second.begin(), a->second.end());
   }
+  // Every reader of a quantized layer output but its QuantizeLinear reads the dequantized one.
+  for (onnx::NodeProto &n : nodes)
+    for (int k = 0; k < n.input_size(); ++k) {
+      auto o = out_qdq.find(n.input(k));
+      if (o != out_qdq.end() && n.name() != o->second.first)
+        n.set_input(k, o->second.second);
+    }
   pg->clear_node();
   for (auto &n : nodes)
     *pg->add_node() = std::move(n);
@@ -590,6 +647,8 @@ StatusOr<Options> ParseOptions(const Args &args) {
           o.keep.push_back(name);
     } else if (a == "--report") {
       o.report = true;
+    } else if (a == "--quantize-outputs") {
+      o.quantize_outputs = true;
     } else if (o.model.empty() && !a.empty() && a[0] != '-') {
       o.model = a;
     } else {
@@ -671,9 +730,16 @@ int Quantize(const Args &args) {
         WithFloats(w, quant::DequantizeWeight(l.qweight, w.shape.dims, l.weight_axis));
   }
   std::map<TensorId, ActivationStats> stats;
-  for (const Layer &l : layers)
+  for (Layer &l : layers) {
+    const Node &n = g.nodes[l.node];
     for (int i : l.activation_inputs)
-      stats[g.nodes[l.node].inputs[i]];
+      stats[n.inputs[i]];
+    const Tensor &y = g.tensor(n.outputs[0]);
+    if (o.quantize_outputs && y.dtype == DType::kFloat32 && !y.is_output) {
+      l.quantize_output = true;
+      stats[n.outputs[0]];
+    }
+  }
 
   // Calibration: pass 1 finds each range, pass 2 (percentile, entropy) fills the histograms.
   const std::map<TensorId, ActivationParams> no_params;
@@ -707,6 +773,30 @@ int Quantize(const Args &args) {
                                                        : quant::EntropyRange(s);
     params[id] = quant::Uint8Params(r);
   }
+  if (o.quantize_outputs)
+    for (Layer &l : layers) {
+      const Node &n = g.nodes[l.node];
+      const bool biased = n.op == OpKind::kConv || n.op == OpKind::kGemm;
+      if (!biased || l.weight_input != 1 || l.weight_axis < 0 ||
+          l.activation_inputs != std::vector<int>{0} || n.input(2) == kNoTensor)
+        continue;
+      const Tensor &b = g.tensor(n.inputs[2]);
+      if (!b.is_constant() || b.dtype != DType::kFloat32 || b.shape.rank() != 1 ||
+          size_t(b.shape[0]) != l.qweight.scale.size())
+        continue;
+      const float sx = params.at(n.inputs[0]).scale;
+      const std::vector<float> bf = Floats(b);
+      std::vector<float> deq(bf.size());
+      l.bias_input = 2;
+      for (size_t c = 0; c < bf.size(); ++c) {
+        const float sc = sx * l.qweight.scale[c];
+        const double q = std::nearbyint(double(bf[c]) / sc);
+        l.qbias.push_back(static_cast<int32_t>(std::clamp(q, -2147483647.0, 2147483647.0)));
+        l.bias_scale.push_back(sc);
+        deq[c] = float(l.qbias.back()) * sc;
+      }
+      l.dequantized_bias = WithFloats(b, deq);
+    }
 
   std::printf("opc quantize: %s, %zu calibration frame%s, method %s", o.model.c_str(), files.size(),
               files.size() == 1 ? "" : "s", quant::MethodName(o.method));
