@@ -29,6 +29,9 @@
  * - `model` (string): ONNX (compiled on first use, cached) or .opm; mutable while PLAYING.
  * - `device` (from the base class), `precision` (auto, fp32, fp16): READY only.
  * - `desire` (none, turn-left, …, keep-right), `traffic-convention` (right-hand, left-hand).
+ * - `dump-inputs` (string, READY only): a debug mode that writes every run's network inputs to
+ *   this folder as `<input>-<frame>.npy`, the calibration data of `opc quantize`. It waits for
+ *   the device and writes files on the frame path; unset (the default), nothing of it runs.
  * - read-only statistics: `frames`, `mean-time`, `max-time` (submission to completion),
  *   `device-time` (first kernel's start to last kernel's end), all in ms.
  */
@@ -41,6 +44,7 @@
 
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
+#include "common/net/input_dump.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
 #include "op/gstopframetimer.h"
@@ -67,6 +71,7 @@ enum {
   PROP_PRECISION,
   PROP_DESIRE,
   PROP_TRAFFIC_CONVENTION,
+  PROP_DUMP_INPUTS,
   PROP_FRAMES,
   PROP_MEAN_TIME,
   PROP_MAX_TIME,
@@ -138,6 +143,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
+  op::net::InputDump dump;  // dump-inputs (READY only)
   std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   std::atomic<guint64> frames{0};
 
@@ -488,6 +494,12 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
   inputs[impl->plan.features] = impl->queues->features();
   inputs[impl->plan.desire] = impl->queues->desire_pulse();
   inputs[impl->plan.traffic] = impl->queues->traffic_convention();
+  if (impl->dump.enabled()) {
+    // Debug mode only (dump-inputs): a host wait and file writes on the frame path.
+    op::Status st = impl->dump.Write(queue, net->inputs(), inputs.data(), {f->get(), d->get()});
+    if (!st.ok())
+      return fail(st, "Could not dump the network inputs.");
+  }
   op::cl::EventHandle first;
   auto run = net->Run(queue, inputs.data(), outputs.data() + n_in, {f->get(), d->get()}, &first);
   if (!run.ok())
@@ -526,6 +538,9 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     case PROP_PRECISION:
       impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
+    case PROP_DUMP_INPUTS:  // READY only: the streaming thread reads it without a lock
+      impl->dump.set_dir(g_value_get_string(value) ? g_value_get_string(value) : "");
+      break;
     case PROP_DESIRE:
       GST_OBJECT_LOCK(self);
       impl->desire = static_cast<op::drive::Desire>(g_value_get_enum(value));
@@ -560,6 +575,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       GST_OBJECT_LOCK(self);
       g_value_set_enum(value, int(impl->traffic));
       GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_DUMP_INPUTS:
+      g_value_set_string(value, impl->dump.dir().c_str());
       break;
     case PROP_FRAMES:
       g_value_set_uint64(value, impl->frames);
@@ -618,6 +636,13 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       g_param_spec_enum("traffic-convention", "Traffic convention",
                         "Which side of the road traffic keeps to", GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_DUMP_INPUTS,
+      g_param_spec_string(
+          "dump-inputs", "Dump inputs",
+          "Debug: write every run's network inputs to this folder as <input>-<frame>.npy "
+          "(calibration data; waits for the device per frame)",
+          "", (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
   gst_op_frame_timer_install_properties(gobject_class, PROP_MEAN_TIME);
 

@@ -44,6 +44,9 @@
  * - `device` (string, default "auto"), `precision` (auto, fp32, fp16): READY only.
  * - `skip-after-drop` (bool, default true), `max-skew` (ns, default 10 ms).
  * - `desire`, `traffic-convention`: the policy settings of a combined network (mutable live).
+ * - `dump-inputs` (string, READY only): a debug mode that writes every run's network inputs to
+ *   this folder as `<input>-<frame>.npy`, the calibration data of `opc quantize`. It waits for
+ *   the device and writes files on the frame path; unset (the default), nothing of it runs.
  * - read-only statistics: `frames`, `skipped`, `out-of-sync`, `dropped-wide`, `dropped-road`,
  *   `qos-dropped`, `mean-time` and `max-time` (submission to device completion per frame,
  *   queueing included, ms), `device-time` (first kernel's start to last kernel's end, ms).
@@ -60,6 +63,7 @@
 #include "drive/temporal.h"
 #include "common/gstopevents.h"
 #include "common/net/driving_settings.h"
+#include "common/net/input_dump.h"
 #include "common/net/model_slot.h"
 #include "op/gstoperror.h"
 #include "op/gstopframetimer.h"
@@ -95,6 +99,7 @@ enum {
   PROP_MAX_SKEW,
   PROP_DESIRE,
   PROP_TRAFFIC_CONVENTION,
+  PROP_DUMP_INPUTS,
   PROP_FRAMES,
   PROP_SKIPPED,
   PROP_OUT_OF_SYNC,
@@ -192,6 +197,7 @@ struct Impl {
   op::drive::TrafficConvention traffic = op::drive::TrafficConvention::kRightHand;
 
   ModelSlot model;
+  op::net::InputDump dump;  // dump-inputs (READY only)
   std::shared_ptr<GstOpFrameTimer> timer = std::make_shared<GstOpFrameTimer>();
   Stats stats;
 
@@ -445,6 +451,13 @@ static FrameError Enqueue(GstOpVision *self, op::cl::EventList &wait, op::cl::Ev
     impl->inputs[impl->plan.features] = impl->queues->features();
     impl->inputs[impl->plan.desire] = impl->queues->desire_pulse();
     impl->inputs[impl->plan.traffic] = impl->queues->traffic_convention();
+  }
+  if (impl->dump.enabled()) {
+    // Debug mode only (dump-inputs): a host wait and file writes on the frame path.
+    op::Status st =
+        impl->dump.Write(queue, impl->model.current()->inputs(), impl->inputs.data(), wait);
+    if (!st.ok())
+      return {st, "Could not dump the network inputs."};
   }
   auto run =
       impl->model.current()->Run(queue, impl->inputs.data(), impl->outputs.data(), wait, first);
@@ -984,6 +997,9 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     case PROP_PRECISION:
       impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
+    case PROP_DUMP_INPUTS:  // READY only: the streaming thread reads it without a lock
+      impl->dump.set_dir(g_value_get_string(value) ? g_value_get_string(value) : "");
+      break;
     case PROP_SKIP_AFTER_DROP:
       GST_OBJECT_LOCK(self);
       impl->skip_after_drop = g_value_get_boolean(value);
@@ -1043,6 +1059,9 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
       GST_OBJECT_LOCK(self);
       g_value_set_enum(value, int(impl->traffic));
       GST_OBJECT_UNLOCK(self);
+      break;
+    case PROP_DUMP_INPUTS:
+      g_value_set_string(value, impl->dump.dir().c_str());
       break;
     case PROP_FRAMES:
       g_value_set_uint64(value, impl->stats.frames);
@@ -1134,6 +1153,12 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
                         "Which side traffic keeps to (combined network only)",
                         GST_TYPE_OP_TRAFFIC_CONVENTION,
                         int(op::drive::TrafficConvention::kRightHand), rw_playing));
+  g_object_class_install_property(
+      gobject_class, PROP_DUMP_INPUTS,
+      g_param_spec_string("dump-inputs", "Dump inputs",
+                          "Debug: write every run's network inputs to this folder as "
+                          "<input>-<frame>.npy (calibration data; waits for the device per frame)",
+                          "", rw_ready));
   gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames the network ran on");
   gst_op_install_stat(gobject_class, PROP_SKIPPED, "skipped",
                       "Frames not evaluated after a frame drop");

@@ -5,6 +5,9 @@
 //   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16] [--shape ...]
 //   opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] [--precision fp32|fp16]
 //   [--shape ...]
+//   opc quantize MODEL --calibration DIR -o OUT.onnx [--method minmax|percentile|entropy]
+//   [--percentile P] [--frames N] [--report] [--keep-float N | --keep NODE,...]
+//   [--quantize-outputs]
 #include <cstdio>
 #include <cstring>
 
@@ -32,15 +35,19 @@ std::string FormatCount(double v, const char *unit) {
 }  // namespace opc
 
 static void Usage(FILE *f) {
-  std::fprintf(f,
-               "usage: opc info MODEL [--shape name=d0,d1,...]\n"
-               "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
-               "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
-               "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
-               "               [--shape name=d0,d1,...]\n"
-               "       opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] "
-               "[--precision fp32|fp16]\n"
-               "               [--shape name=d0,d1,...]\n");
+  std::fprintf(
+      f,
+      "usage: opc info MODEL [--shape name=d0,d1,...]\n"
+      "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
+      "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
+      "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
+      "               [--shape name=d0,d1,...]\n"
+      "       opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] "
+      "[--precision fp32|fp16]\n"
+      "               [--shape name=d0,d1,...]\n"
+      "       opc quantize MODEL --calibration DIR -o OUT.onnx\n"
+      "               [--method minmax|percentile|entropy] [--percentile P] [--frames N]\n"
+      "               [--report] [--keep-float N | --keep NODE,...] [--quantize-outputs]\n");
 }
 
 int main(int argc, char **argv) {
@@ -61,6 +68,8 @@ int main(int argc, char **argv) {
     return opc::Compile(args);
   if (cmd == "profile")
     return opc::Profile(args);
+  if (cmd == "quantize")
+    return opc::Quantize(args);
   std::fprintf(stderr, "opc: unknown command '%s'\n", cmd.c_str());
   Usage(stderr);
   return 2;

@@ -16,8 +16,9 @@ using Args = std::vector<std::string>;
 // Subcommands: each returns the process exit status and prints its own errors.
 int Info(const Args &args);
 int Run(const Args &args);
-int Compile(const Args &args);  // opc_device.cpp
-int Profile(const Args &args);  // opc_profile.cpp
+int Compile(const Args &args);   // opc_device.cpp
+int Profile(const Args &args);   // opc_profile.cpp
+int Quantize(const Args &args);  // opc_quantize.cpp
 
 // `opc run` after parsing: inputs are read, named and checked by the front half.
 struct RunRequest {

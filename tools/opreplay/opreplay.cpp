@@ -52,6 +52,7 @@ struct Options {
   std::string precision = "auto";
   std::string rpy;           // --rpy: the calibration when the route has no log
   std::string ground_truth;  // --ground-truth: a synthetic drive's groundtruth.json
+  std::string dump_inputs;   // --dump-inputs: the networks' inputs as .npy (calibration data)
   // The car's state when the route has no log (or the log lacks it).
   double v_ego = 0.0, lat_delay = 0.0, long_delay = 0.0;
   bool single_camera = false;
@@ -85,7 +86,9 @@ const char *kUsage =
     "  --lat-delay S        steering delay in s when the log has no liveDelay (default 0)\n"
     "  --long-delay S       longitudinal actuator delay in s when the log has no carParams\n"
     "                       (default 0)\n"
-    "  --no-video           write neither the overlay video nor the contact sheet\n";
+    "  --no-video           write neither the overlay video nor the contact sheet\n"
+    "  --dump-inputs DIR    write every run's network inputs to DIR as <input>-<frame>.npy\n"
+    "                       (calibration data for opc quantize; slow: waits per frame)\n";
 
 bool FileExists(const std::string &path) {
   return g_file_test(path.c_str(), G_FILE_TEST_IS_REGULAR);
@@ -407,6 +410,9 @@ int ParseArgs(int argc, char **argv, Options *o) {
     } else if (a == "--ground-truth") {
       if (!value(&o->ground_truth))
         return 2;
+    } else if (a == "--dump-inputs") {
+      if (!value(&o->dump_inputs))
+        return 2;
     } else if (a == "--max-frames") {
       if (!value(&frames))
         return 2;
@@ -505,11 +511,15 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   if (two_cameras)
     d += in.wide_src + " ! h265parse ! avdec_h265 name=wide_dec ! queue" + nv12 +
          "opwarp name=wide_warp model-input=big_img" + dev + " ! net.big_img ";
+  const std::string dump =
+      o.dump_inputs.empty() ? std::string() : " dump-inputs=" + Quote(o.dump_inputs);
   if (!o.supercombo.empty()) {
-    d += "opvision name=net model=" + Quote(o.supercombo) + dev + " precision=" + o.precision;
+    d +=
+        "opvision name=net model=" + Quote(o.supercombo) + dev + " precision=" + o.precision + dump;
   } else {
-    d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision +
-         " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision;
+    d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision + dump +
+         " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision +
+         dump;
   }
   auto num = [](double x) {  // locale-independent, as gst_parse reads it
     char buf[G_ASCII_DTOSTR_BUF_SIZE];
