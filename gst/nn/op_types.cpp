@@ -479,25 +479,27 @@ Status Typing::Combine() {
         s.dims.push_back(x->shape[i]);
       for (int64_t d : in[1]->shape.dims)
         s.dims.push_back(d);
-      if (in[1]->is_constant()) {  // refused here as onnxruntime does, not clamped on a device
-        OP_ASSIGN_OR_RETURN(auto idx, ConstantInts(*in[1]));
-        const int64_t dim = x->shape[*ax];
-        for (int64_t j : idx)
-          if (j < -dim || j >= dim)
-            return Bad(n, "index " + std::to_string(j) + " is out of range for a dim of " +
-                              std::to_string(dim));
-      }
+      const int64_t dim = x->shape[*ax];
+      if (dim == 0 && in[1]->shape.NumElements() > 0)
+        return Bad(n, "indices into an empty axis");
       for (int64_t i = *ax + 1; i < r; ++i)
         s.dims.push_back(x->shape[i]);
       set(0, x->dtype, s);
       break;
     }
-    case OpKind::kGatherElements:
+    case OpKind::kGatherElements: {
       OP_RETURN_IF_ERROR(need(2));
       if (in[1]->shape.rank() != x->shape.rank())
         return Bad(n, "indices rank differs");
+      auto ax = NormalizeAxis(n.attrs.Int("axis", 0), static_cast<int64_t>(x->shape.rank()));
+      if (!ax.ok())
+        return Bad(n, ax.status().message());
+      const int64_t dim = x->shape[*ax];
+      if (dim == 0 && in[1]->shape.NumElements() > 0)
+        return Bad(n, "indices into an empty axis");
       set(0, x->dtype, in[1]->shape);
       break;
+    }
     default:
       return Internal(n.Describe() + ": not typed by Combine");
   }
@@ -731,6 +733,23 @@ Status Typing::Quantized() {
 }
 
 }  // namespace
+
+Status CheckConstantIndices(const Node &n, const Inputs &in) {
+  if (n.op != OpKind::kGather && n.op != OpKind::kGatherElements)
+    return Status::Ok();
+  if (in.size() < 2 || !in[0] || !in[1] || !in[1]->is_constant())
+    return Status::Ok();
+  auto ax = NormalizeAxis(n.attrs.Int("axis", 0), static_cast<int64_t>(in[0]->shape.rank()));
+  if (!ax.ok())
+    return Bad(n, ax.status().message());
+  const int64_t dim = in[0]->shape[*ax];
+  OP_ASSIGN_OR_RETURN(auto idx, ConstantInts(*in[1]));
+  for (int64_t j : idx)
+    if (j < -dim || j >= dim)
+      return Bad(
+          n, "index " + std::to_string(j) + " is out of range for a dim of " + std::to_string(dim));
+  return Status::Ok();
+}
 
 StatusOr<std::vector<Tensor>> InferOutputTypes(const Node &n, const Inputs &in) {
   for (size_t i = 0; i < in.size(); ++i) {

@@ -468,6 +468,14 @@ Status RunChain(const Node &n, const Inputs &in, Tensor &out) {
 }
 
 // Copies elements by index mapping: out[i] = in[src[i]] (raw bytes, any dtype).
+// A Gather/GatherElements index known only at run time, as the device kernel reads it: a negative
+// one counts from the end, then it is clamped into [0, dim - 1].
+int64_t ClampGatherIndex(int64_t j, int64_t dim) {
+  if (j < 0)
+    j += dim;
+  return std::clamp<int64_t>(j, 0, dim - 1);
+}
+
 void Gather(const Tensor &in, const std::vector<int64_t> &src, Tensor &out) {
   const size_t es = DTypeSize(in.dtype);
   const uint8_t *s = in.data->data();
@@ -654,12 +662,11 @@ Status RunLayout(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
       const int64_t dim = x.shape[axis];
       std::vector<int64_t> src;
       src.reserve(static_cast<size_t>(y.shape.NumElements()));
+      // Constant indices out of range were refused at load (shape inference); runtime ones are
+      // clamped as the device kernel clamps them (docs/numerics.md).
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j : idx) {
-          if (j < -dim || j >= dim)
-            return Bad(n, "index " + std::to_string(j) + " is out of range");
-          if (j < 0)
-            j += dim;
+          j = ClampGatherIndex(j, dim);
           for (int64_t i = 0; i < inner; ++i)
             src.push_back((o * dim + j) * inner + i);
         }
@@ -671,23 +678,16 @@ Status RunLayout(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
       const int64_t axis = *NormalizeAxis(n.attrs.Int("axis", 0), r);
       OP_ASSIGN_OR_RETURN(auto idx, ConstantInts(*in[1]));
       std::vector<int64_t> src(idx.size());
-      Status st = Status::Ok();
       ForEach(y.shape, [&](const std::vector<int64_t> &ix, int64_t k) {
         int64_t off = 0;
         for (size_t d = 0; d < ix.size(); ++d) {
           int64_t i = ix[d];
-          if (static_cast<int64_t>(d) == axis) {
-            i = idx[static_cast<size_t>(k)];
-            if (i < 0)
-              i += x.shape[d];
-            if (i < 0 || i >= x.shape[d])
-              st = Bad(n, "index out of range");
-          }
-          off += std::clamp<int64_t>(i, 0, x.shape[d] - 1) * xst[d];
+          if (static_cast<int64_t>(d) == axis)
+            i = ClampGatherIndex(idx[static_cast<size_t>(k)], x.shape[d]);
+          off += i * xst[d];
         }
         src[static_cast<size_t>(k)] = off;
       });
-      OP_RETURN_IF_ERROR(st);
       Gather(x, src, y);
       return Status::Ok();
     }

@@ -46,6 +46,7 @@ Status InferNode(Graph &graph, const Node &node) {
   for (TensorId id : node.inputs)
     in.push_back(id == kNoTensor ? nullptr : &graph.tensor(id));
   OP_ASSIGN_OR_RETURN(auto outs, InferOutputTypes(node, in));
+  OP_RETURN_IF_ERROR(CheckConstantIndices(node, in));
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoTensor)
       continue;

@@ -33,8 +33,14 @@
  * - `v-ego` (float, m/s), `lat-delay`, `long-delay` (float, s), `lane-change-state`,
  *   `lane-change-direction`: the car's state; change them while PLAYING.
  * - `timestamps` (clock | stream, clock): logMonoTime from the monotonic clock, or the
- *   buffer PTS so that a replay writes the same bytes every time (modelExecutionTime then
- *   counts only the stage times of the meta, not this element's own parse time).
+ *   buffer PTS (modelExecutionTime then counts only the stage times of the meta, not this
+ *   element's own parse time). Either way logMonoTime increases from frame to frame: a frame
+ *   without a PTS, or with one before the previous frame's, gets a time 1 ns after the previous
+ *   frame's (stream mode shifts the later PTS by the same amount), and the element posts one
+ *   warning per kind per run naming the frame and the PTS.
+ * - `deterministic` (bool, false): write modelExecutionTime and frameAge as 0 instead of the
+ *   measured time and the frames that arrived meanwhile (both depend on how fast the device ran);
+ *   with timestamps=stream, two runs over the same buffers write the same bytes.
  * - `publish` (bool, false): ZMQ PUB sockets on tcp://127.0.0.1 at openpilot's bridge ports
  *   (modelV2 58537, drivingModelData 49244, cameraOdometry 50972).
  * - `messages` (guint64, read-only): messages produced since start.
@@ -44,6 +50,7 @@
 #include <capnp/message.h>
 #include <kj/exception.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -82,6 +89,7 @@ enum {
   PROP_LANE_CHANGE_DIRECTION,
   PROP_TIMESTAMPS,
   PROP_PUBLISH,
+  PROP_DETERMINISTIC,
   PROP_MESSAGES,
 };
 
@@ -108,6 +116,26 @@ struct Settings {
   CarSettings car;
   GstOpMsgSinkTimestamps timestamps = GST_OP_MSG_SINK_TIMESTAMPS_CLOCK;
   bool publish = false;
+  bool deterministic = false;
+};
+
+// Keeps logMonoTime increasing whatever the buffer timestamps do, and says once per kind when
+// they misbehave. Reset at start.
+struct LogClock {
+  bool have_previous = false;
+  uint64_t previous_log_ns = 0;  // the last frame's logMonoTime
+  bool have_pts = false;
+  GstClockTime previous_pts = 0;       // the last frame's PTS (one without PTS leaves it)
+  uint64_t shift_ns = 0;               // added to the PTS in stream mode after it went backwards
+  std::atomic<bool> restarted{false};  // a flush or a new segment may move the PTS back
+  bool warned_no_pts = false;
+  bool warned_backwards = false;
+
+  void Reset() {
+    have_previous = have_pts = warned_no_pts = warned_backwards = false;
+    previous_log_ns = previous_pts = shift_ns = 0;
+    restarted = false;
+  }
 };
 
 // What one set of caps decided: where each tensor's floats go in one contiguous array the
@@ -144,6 +172,7 @@ struct Impl {
   std::vector<uint8_t> bytes;
   std::vector<capnp::word> scratch = std::vector<capnp::word>(kScratchWords);
   uint32_t frames_without_meta = 0;
+  LogClock log_clock;
   guint64 messages = 0;  // read by the `messages` property: under `lock`
 #ifdef OP_HAVE_ZMQ
   void *zmq_context = nullptr;
@@ -240,6 +269,9 @@ static void SetProperty(GObject *object, guint id, const GValue *value, GParamSp
     case PROP_PUBLISH:
       s.publish = g_value_get_boolean(value);
       break;
+    case PROP_DETERMINISTIC:
+      s.deterministic = g_value_get_boolean(value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, id, pspec);
   }
@@ -279,6 +311,9 @@ static void GetProperty(GObject *object, guint id, GValue *value, GParamSpec *ps
       break;
     case PROP_PUBLISH:
       g_value_set_boolean(value, s.publish);
+      break;
+    case PROP_DETERMINISTIC:
+      g_value_set_boolean(value, s.deterministic);
       break;
     case PROP_MESSAGES:
       g_value_set_uint64(value, self->impl->messages);
@@ -361,6 +396,7 @@ static gboolean Start(GstBaseSink *sink) {
   impl->filler.Reset();
   impl->drop_filter.Reset();
   impl->frames_without_meta = 0;
+  impl->log_clock.Reset();
   if (!settings.location.empty()) {
     auto writer = LogWriter::Open(settings.location);
     if (!writer.ok()) {
@@ -499,6 +535,61 @@ static uint64_t FrameDeviceNs(const GstOpFrameMeta *meta) {
   return ns;
 }
 
+// Says once per run when the buffers' PTS misbehave, naming the frame and the PTS: a frame
+// without one, or one earlier than the previous frame's (not after a flush or a new segment,
+// where a seek may move it back).
+static void CheckPts(GstOpMsgSink *self, GstBuffer *buffer, uint32_t frame_id) {
+  LogClock &c = self->impl->log_clock;
+  if (!GST_BUFFER_PTS_IS_VALID(buffer)) {
+    if (!c.warned_no_pts) {
+      c.warned_no_pts = true;
+      GST_ELEMENT_WARNING(
+          self, STREAM, FORMAT,
+          ("Frame %u has no PTS; logMonoTime is kept increasing without it.", frame_id),
+          ("frame %u, PTS none (reported once per run)", frame_id));
+    }
+    return;
+  }
+  const GstClockTime pts = GST_BUFFER_PTS(buffer);
+  const bool restarted = c.restarted.exchange(false);
+  if (c.have_pts && pts < c.previous_pts && !restarted && !c.warned_backwards) {
+    c.warned_backwards = true;
+    GST_ELEMENT_WARNING(
+        self, STREAM, FORMAT,
+        ("Frame %u has PTS %" GST_TIME_FORMAT ", before the previous frame's %" GST_TIME_FORMAT
+         "; logMonoTime stays increasing.",
+         frame_id, GST_TIME_ARGS(pts), GST_TIME_ARGS(c.previous_pts)),
+        ("frame %u, PTS %" G_GUINT64_FORMAT " ns after %" G_GUINT64_FORMAT
+         " ns (reported once per run)",
+         frame_id, pts, c.previous_pts));
+  }
+  c.have_pts = true;
+  c.previous_pts = pts;
+}
+
+// logMonoTime of this frame's messages, always after the previous frame's (docs/messages.md):
+// clock mode, the monotonic clock; stream mode, the PTS plus the shift that earlier backward
+// jumps needed, or without a PTS the end-of-frame time; either at least 1 ns after the previous.
+static uint64_t NextLogTime(LogClock &c, GstBuffer *buffer, const FrameInfo &frame, bool stream,
+                            uint64_t now_ns) {
+  uint64_t t;
+  if (!stream)
+    t = now_ns;
+  else if (GST_BUFFER_PTS_IS_VALID(buffer))
+    t = GST_BUFFER_PTS(buffer) + c.shift_ns;
+  else
+    t = frame.timestamp_eof;
+  if (c.have_previous && t <= c.previous_log_ns) {
+    const uint64_t next = c.previous_log_ns + 1;
+    if (stream && GST_BUFFER_PTS_IS_VALID(buffer))
+      c.shift_ns += next - t;  // later frames keep their spacing
+    t = next;
+  }
+  c.have_previous = true;
+  c.previous_log_ns = t;
+  return t;
+}
+
 static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
   GstOpMsgSink *self = GST_OP_MSG_SINK(sink);
   Impl *impl = self->impl;
@@ -528,6 +619,7 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
     if (GST_BUFFER_PTS_IS_VALID(buffer))
       frame.timestamp_eof = GST_BUFFER_PTS(buffer);
   }
+  CheckPts(self, buffer, frame.frame_id);
   if (meta && meta->drops_counted) {
     // Counted upstream over every received frame, the ones it did not evaluate included; a
     // frame after a drop arrives here only when upstream chose to evaluate it anyway.
@@ -560,16 +652,19 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
     return GST_FLOW_ERROR;
   }
   const FrameDecisions decisions = impl->filler.Step(impl->parsed, frame, settings.car);
-  // Stream mode keeps only the upstream stage times (carried in the meta), so that a replay of
-  // the same buffers writes the same bytes; clock mode adds this element's own parse time.
-  if (settings.timestamps == GST_OP_MSG_SINK_TIMESTAMPS_STREAM) {
+  // Stream mode counts only the upstream times (carried in the meta); clock mode adds this
+  // element's own parse time. Measured device times differ from run to run: `deterministic`
+  // writes 0 instead, so that a replay of the same buffers in stream mode writes the same bytes.
+  const bool stream = settings.timestamps == GST_OP_MSG_SINK_TIMESTAMPS_STREAM;
+  const uint64_t now = MonotonicNs();
+  frame.log_mono_time = NextLogTime(impl->log_clock, buffer, frame, stream, now);
+  if (settings.deterministic) {
+    frame.model_execution_time = 0;
+    frame.frame_age = 0;  // how many frames arrived meanwhile depends on the device's speed
+  } else if (stream) {
     frame.model_execution_time = static_cast<float>(upstream_ns * 1e-9);
-    frame.log_mono_time =
-        GST_BUFFER_PTS_IS_VALID(buffer) ? GST_BUFFER_PTS(buffer) : frame.timestamp_eof;
   } else {
-    frame.log_mono_time = MonotonicNs();
-    frame.model_execution_time =
-        static_cast<float>((upstream_ns + (frame.log_mono_time - parse_start)) * 1e-9);
+    frame.model_execution_time = static_cast<float>((upstream_ns + (now - parse_start)) * 1e-9);
   }
 
   for (int i = 0; i < 3; i++) {
@@ -626,6 +721,13 @@ static GstFlowReturn Render(GstBaseSink *sink, GstBuffer *buffer) {
     }
   }
   return GST_FLOW_OK;
+}
+
+static gboolean Event(GstBaseSink *sink, GstEvent *event) {
+  // After a seek the PTS may start again from an earlier time: not a stream going backwards.
+  if (GST_EVENT_TYPE(event) == GST_EVENT_FLUSH_STOP || GST_EVENT_TYPE(event) == GST_EVENT_SEGMENT)
+    GST_OP_MSG_SINK(sink)->impl->log_clock.restarted = true;
+  return GST_BASE_SINK_CLASS(gst_op_msg_sink_parent_class)->event(sink, event);
 }
 
 static void Finalize(GObject *object) {
@@ -702,6 +804,13 @@ static void gst_op_msg_sink_class_init(GstOpMsgSinkClass *klass) {
                            "Publish on ZMQ PUB sockets at 127.0.0.1 on openpilot's bridge ports",
                            FALSE, ready));
   g_object_class_install_property(
+      gobject_class, PROP_DETERMINISTIC,
+      g_param_spec_boolean("deterministic", "Deterministic",
+                           "Write modelExecutionTime and frameAge as 0 instead of what was "
+                           "measured, so that two timestamps=stream runs over the same input "
+                           "write the same bytes",
+                           FALSE, ready));
+  g_object_class_install_property(
       gobject_class, PROP_MESSAGES,
       g_param_spec_uint64("messages", "Messages", "Messages produced since start", 0, G_MAXUINT64,
                           0, (GParamFlags)(G_PARAM_READABLE | G_PARAM_STATIC_STRINGS)));
@@ -729,6 +838,7 @@ static void gst_op_msg_sink_class_init(GstOpMsgSinkClass *klass) {
   sink_class->stop = GST_DEBUG_FUNCPTR(Stop);
   sink_class->set_caps = GST_DEBUG_FUNCPTR(SetCaps);
   sink_class->render = GST_DEBUG_FUNCPTR(Render);
+  sink_class->event = GST_DEBUG_FUNCPTR(Event);
 
   gst_type_mark_as_plugin_api(gst_op_msg_sink_timestamps_get_type(), (GstPluginAPIFlags)0);
   GST_DEBUG_CATEGORY_INIT(gst_op_msg_sink_debug, "opmsgsink", 0, "openpilot driving messages");

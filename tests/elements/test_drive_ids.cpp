@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <string>
@@ -497,6 +498,67 @@ TEST_F(DriveIdsTest, ModelExecutionTimeIsTheFramesOwnDeviceTime) {
 
   GstFlowReturn ret = GST_FLOW_OK;
   g_signal_emit_by_name(road, "end-of-stream", &ret);
+}
+
+// Byte-identical replays: the same frames through the combined network twice with
+// `timestamps=stream deterministic=true` give identical log files, with modelExecutionTime 0;
+// the default still records the measured device time.
+TEST_F(DriveIdsTest, DeterministicStreamRunsWriteTheSameBytes) {
+  const std::string base =
+      std::string(g_get_tmp_dir()) + "/op-drive-ids-" + std::to_string(getpid()) + "-";
+  auto run = [&](const std::string &options, const std::string &log, Collected *out) {
+    CombinedPipeline p;
+    ASSERT_NO_FATAL_FAILURE(p.Start(" timestamps=stream location=" + log + options));
+    std::mt19937 rng(9);
+    std::vector<uint8_t> bytes(12 * 128 * 256);
+    for (guint32 id = 0; id < 4; id++) {
+      for (auto &b : bytes)
+        b = uint8_t(rng());
+      GstBuffer *b = gst_buffer_new_memdup(bytes.data(), bytes.size());
+      GST_BUFFER_PTS(b) = id * kFrame;
+      GstOpFrameMeta *m = gst_buffer_add_op_frame_meta(b);
+      m->road_frame_id = id;
+      m->road_eof_ns = GST_SECOND + id * kFrame;
+      m->calibration_seen = TRUE;
+      GstFlowReturn ret = GST_FLOW_OK;
+      g_signal_emit_by_name(p.road, "push-buffer", b, &ret);
+      gst_buffer_unref(b);
+      ASSERT_EQ(ret, GST_FLOW_OK);
+    }
+    GstFlowReturn ret = GST_FLOW_OK;
+    g_signal_emit_by_name(p.road, "end-of-stream", &ret);
+    GstBus *bus = gst_element_get_bus(p.pipeline);
+    GstMessage *msg = gst_bus_timed_pop_filtered(
+        bus, 300 * GST_SECOND, GstMessageType(GST_MESSAGE_EOS | GST_MESSAGE_ERROR));
+    ASSERT_TRUE(msg) << "timeout";
+    EXPECT_EQ(GST_MESSAGE_TYPE(msg), GST_MESSAGE_EOS);
+    gst_message_unref(msg);
+    gst_object_unref(bus);
+    std::lock_guard<std::mutex> guard(p.c.lock);
+    out->messages = p.c.messages;
+  };
+  auto read = [](const std::string &path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  };
+  Collected first, second, measured;
+  ASSERT_NO_FATAL_FAILURE(run(" deterministic=true", base + "a.rlog.zst", &first));
+  ASSERT_NO_FATAL_FAILURE(run(" deterministic=true", base + "b.rlog.zst", &second));
+  ASSERT_NO_FATAL_FAILURE(run("", base + "c.rlog.zst", &measured));
+  const std::string a = read(base + "a.rlog.zst"), b = read(base + "b.rlog.zst");
+  ASSERT_EQ(first.messages.size(), 12u);
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == b) << "two deterministic runs wrote different logs (" << a.size() << " and "
+                      << b.size() << " bytes)";
+  ASSERT_EQ(measured.messages.size(), 12u);
+  for (size_t i = 0; i < 12; i += 3) {
+    EXPECT_EQ(first.messages[i].event().getModelV2().getModelExecutionTime(), 0.0f);
+    EXPECT_EQ(first.messages[i].event().getLogMonoTime(), (i / 3) * kFrame);
+    // Without deterministic: the measured time (device time, or the stage's host time).
+    EXPECT_GT(measured.messages[i].event().getModelV2().getModelExecutionTime(), 0.0f) << i;
+  }
+  for (const char *name : {"a", "b", "c"})
+    std::remove((base + name + ".rlog.zst").c_str());
 }
 
 }  // namespace

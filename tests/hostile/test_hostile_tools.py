@@ -122,6 +122,53 @@ else:
                   "--output-dir", os.path.join(tmp, "out_bogus_dev"))
     check(rc != 0 and "no input 'bogus'" in out, f"unknown --input, device: refused ({out.strip()})")
 
+# Gather indices known only at run time: out of range, the device kernel clamps them (it cannot
+# stop); the reference interpreter clamps them the same way, so both paths give the same values:
+# a negative index counts from the end, then it is clamped into [0, dim - 1].
+gx = np.arange(12, dtype=np.float32).reshape(4, 3)
+gidx = np.array([7, -1, -9, 2, 4], np.int64)
+geidx = np.array([[0, 5, -1], [-7, 1, 3], [2, 2, 9], [-4, 0, 1]], np.int64)
+rt = save("gather_runtime",
+          [helper.make_node("Gather", ["x", "idx"], ["g"], name="gather_rt", axis=0),
+           helper.make_node("GatherElements", ["x", "eidx"], ["ge"], name="gather_el_rt", axis=0)],
+          [], [vi("x", [4, 3]), vi("idx", [5], TensorProto.INT64),
+               vi("eidx", [4, 3], TensorProto.INT64)],
+          [vi("g", [5, 3]), vi("ge", [4, 3])])
+
+
+def clamp_index(j, dim):
+    return np.clip(np.where(j < 0, j + dim, j), 0, dim - 1)
+
+
+want_g = gx[clamp_index(gidx, 4)]
+want_ge = np.take_along_axis(gx, clamp_index(geidx, 4), axis=0)
+rt_inputs = []
+for name, value in (("x", gx), ("idx", gidx), ("eidx", geidx)):
+    np.save(os.path.join(tmp, f"rt_{name}.npy"), value)
+    rt_inputs += ["--input", f"{name}={os.path.join(tmp, f'rt_{name}.npy')}"]
+for path_name, extra in (("reference", ["--reference"]), ("device", [])):
+    outdir = os.path.join(tmp, "out_gather_" + path_name)
+    rc, out = run(opc, "run", rt, *rt_inputs, "--output-dir", outdir, *extra)
+    if path_name == "device" and rc != 0 and "OpenCL" in out:
+        print("skip the device path, no OpenCL device: " + out.strip()[:160])
+        continue
+    check(rc == 0, f"runtime Gather indices, {path_name}: runs ({out.strip()[-200:]})")
+    if rc == 0:
+        got_g = np.load(os.path.join(outdir, "g.npy"))
+        got_ge = np.load(os.path.join(outdir, "ge.npy"))
+        check(np.array_equal(got_g, want_g),
+              f"runtime Gather indices, {path_name}: clamped ({got_g.ravel().tolist()})")
+        check(np.array_equal(got_ge, want_ge),
+              f"runtime GatherElements indices, {path_name}: clamped ({got_ge.ravel().tolist()})")
+# A constant out-of-range GatherElements index is refused at load like a Gather one.
+ge_const = save("gather_el_oob", [helper.make_node("GatherElements", ["x", "eidx"], ["y"],
+                                                   name="gather_el_oob")],
+                [ints("eidx", [[0, 4, 1]])], [vi("x", [4, 3])], [vi("y", None)])
+rc, out = run(opc, "run", ge_const, "--input", "x=" + npy("x_ge", [4, 3]), "--output-dir",
+              os.path.join(tmp, "out_ge_oob"), "--reference")
+check(rc != 0 and "gather_el_oob" in out and "index 4 is out of range" in out,
+      f"constant GatherElements index 4 of 4: refused naming the node ({out.strip()[:160]})")
+
 # Numbers that are not numbers.
 rc, out = run(opc, "profile", good, "--runs", "abc")
 check(rc != 0 and "--runs 'abc'" in out, f"opc profile --runs abc is an error ({out.strip()})")

@@ -111,6 +111,123 @@ TEST(MsgSink, ClockTimestampsAreMonotonicNow) {
   EXPECT_LE(t, after);
 }
 
+// Every warning on the sink's bus so far, one per line.
+std::vector<std::string> Warnings(Sink &sink) {
+  std::vector<std::string> out;
+  while (GstMessage *m = gst_bus_pop_filtered(sink.bus, GST_MESSAGE_WARNING)) {
+    GError *err = nullptr;
+    gchar *debug = nullptr;
+    gst_message_parse_warning(m, &err, &debug);
+    out.push_back(std::string(err->message) + " | " + (debug ? debug : ""));
+    g_error_free(err);
+    g_free(debug);
+    gst_message_unref(m);
+  }
+  return out;
+}
+
+std::vector<uint64_t> LogTimes(const Received &received) {
+  std::vector<uint64_t> t;
+  for (const auto &bytes : received.bytes)
+    t.push_back(Decode(bytes).event().getLogMonoTime());
+  return t;
+}
+
+// Frames without a PTS and PTS going backwards: logMonoTime still increases (a frame without a
+// PTS 1 ns after the previous one; a backward jump shifts the later PTS so their spacing stays),
+// and one warning per kind names the frame and the PTS.
+TEST(MsgSink, MissingAndBackwardPtsWarnOnceAndLogTimesStayIncreasing) {
+  constexpr GstClockTime kNone = GST_CLOCK_TIME_NONE, ms = GST_MSECOND;
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("emit-signals", "true");
+  sink.Set("timestamps", "stream");
+  sink.Set("services", "modelV2");
+  sink.Start(l);
+  const GstClockTime pts[] = {100 * ms, 150 * ms, kNone, 200 * ms,
+                              120 * ms, 170 * ms, kNone, 90 * ms};
+  for (int f = 0; f < 8; f++) {
+    FrameSpec spec;
+    spec.with_meta = false;  // frame ids counted from 0, no end-of-frame time but the PTS
+    spec.pts = pts[f];
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK) << sink.Error();
+  }
+  // Worked out by hand from the rule: frame 4 (120 ms after 200 ms) lands 1 ns after frame 3,
+  // a shift of 80 ms + 1 ns that frame 5 keeps; frame 7 (90 ms) lands 1 ns after frame 6.
+  const std::vector<uint64_t> want = {100 * ms,     150 * ms,     150 * ms + 1, 200 * ms,
+                                      200 * ms + 1, 250 * ms + 1, 250 * ms + 2, 250 * ms + 3};
+  EXPECT_EQ(LogTimes(sink.received), want);
+  const std::vector<std::string> warnings = Warnings(sink);
+  ASSERT_EQ(warnings.size(), 2u) << ::testing::PrintToString(warnings);
+  EXPECT_NE(warnings[0].find("Frame 2 has no PTS"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("Frame 4 has PTS 0:00:00.120000000, before the previous frame's "
+                             "0:00:00.200000000"),
+            std::string::npos)
+      << warnings[1];
+
+  // After a flush (a seek), an earlier PTS is no warning; logMonoTime still goes on increasing.
+  ASSERT_TRUE(gst_harness_push_event(sink.h, gst_event_new_flush_start()));
+  ASSERT_TRUE(gst_harness_push_event(sink.h, gst_event_new_flush_stop(TRUE)));
+  GstSegment segment;
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  ASSERT_TRUE(gst_harness_push_event(sink.h, gst_event_new_segment(&segment)));
+  for (int f = 0; f < 2; f++) {
+    FrameSpec spec;
+    spec.with_meta = false;
+    spec.pts = 50 * ms * f;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK) << sink.Error();
+  }
+  const std::vector<uint64_t> times = LogTimes(sink.received);
+  ASSERT_EQ(times.size(), 10u);
+  EXPECT_EQ(times[8], 250 * ms + 4);
+  EXPECT_EQ(times[9], 300 * ms + 4);
+  EXPECT_EQ(Warnings(sink).size(), 0u);
+}
+
+// Clock mode: the times are the clock's, increasing; a frame without a PTS is still reported.
+TEST(MsgSink, ClockModeReportsAMissingPtsOnce) {
+  Layout l = MakeLayout();
+  Sink sink;
+  sink.Set("emit-signals", "true");
+  sink.Set("services", "modelV2");
+  sink.Start(l);
+  for (int f = 0; f < 3; f++) {
+    FrameSpec spec;
+    spec.frame_id = 7 + f;
+    spec.pts = GST_CLOCK_TIME_NONE;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, f), spec)), GST_FLOW_OK) << sink.Error();
+  }
+  const std::vector<uint64_t> times = LogTimes(sink.received);
+  ASSERT_EQ(times.size(), 3u);
+  EXPECT_LT(times[0], times[1]);
+  EXPECT_LT(times[1], times[2]);
+  const std::vector<std::string> warnings = Warnings(sink);
+  ASSERT_EQ(warnings.size(), 1u) << ::testing::PrintToString(warnings);
+  EXPECT_NE(warnings[0].find("Frame 7 has no PTS"), std::string::npos) << warnings[0];
+}
+
+// deterministic=true writes modelExecutionTime as 0 (the default records the stage times).
+TEST(MsgSink, DeterministicWritesZeroExecutionTime) {
+  Layout l = MakeLayout();
+  for (const char *deterministic : {"false", "true"}) {
+    Sink sink;
+    sink.Set("emit-signals", "true");
+    sink.Set("timestamps", "stream");
+    sink.Set("services", "modelV2,drivingModelData");
+    sink.Set("deterministic", deterministic);
+    sink.Start(l);
+    FrameSpec spec;
+    spec.frame_id = 3;
+    ASSERT_EQ(sink.Push(MakeBuffer(l, RawFrame(l, 0), spec)), GST_FLOW_OK) << sink.Error();
+    ASSERT_EQ(sink.received.bytes.size(), 2u);
+    const float want = std::string(deterministic) == "true" ? 0.0f : 0.013f;
+    EXPECT_FLOAT_EQ(Decode(sink.received.bytes[0]).event().getModelV2().getModelExecutionTime(),
+                    want);
+    EXPECT_FLOAT_EQ(
+        Decode(sink.received.bytes[1]).event().getDrivingModelData().getModelExecutionTime(), want);
+  }
+}
+
 TEST(MsgSink, FramesAfterADropProduceNothing) {
   Layout l = MakeLayout();
   Sink sink;

@@ -5,7 +5,10 @@
  *                                        PLAYING, then N times set `model` on the element named
  *                                        "v" to A or B in turn, one swap per 200 ms
  *   op-stress soak SECONDS PIPELINE      PLAYING; at each EOS a flushing seek to 0 loops the
- *                                        drive; prints RSS (kB) every 10 s and at the end
+ *                                        drive; prints RSS (kB), the frames of the element
+ *                                        named "v" and the loops every 10 s, and at the end the
+ *                                        RSS slope (least squares) over the samples taken
+ *                                        after the first loop (start-up and model builds done)
  *
  * Prints one line per phase; exit 1 on an error message on the bus. Run it with the leaks
  * tracer (GST_TRACERS=leaks) to count objects alive at exit. */
@@ -13,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static long loops;
 
 static long rss_kb(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -44,6 +49,7 @@ static gboolean pump(GstElement *p, int ms, gboolean loop_on_eos) {
       ok = FALSE;
     } else if (loop_on_eos) {
       gst_element_seek_simple(p, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH, 0);
+      loops++;
     }
     gst_message_unref(m);
   }
@@ -95,14 +101,36 @@ int main(int argc, char **argv) {
     gst_element_set_state(p, GST_STATE_NULL);
     gst_object_unref(v);
   } else if (strcmp(mode, "soak") == 0) {
+    GstElement *v = gst_bin_get_by_name(GST_BIN(p), "v");
+    /* Least-squares slope of RSS over time, from the samples after the first loop: the
+     * start-up (model builds, first allocations) takes minutes on a loaded machine. */
+    double sn = 0, st = 0, sr = 0, stt = 0, str = 0;
     gst_element_set_state(p, GST_STATE_PLAYING);
     for (long t = 0; t < n && rc == 0; t += 10) {
       if (!pump(p, 10000, TRUE))
         rc = 1;
-      printf("soak %ld s: RSS %ld kB\n", t + 10, rss_kb());
+      guint64 frames = 0;
+      if (v)
+        g_object_get(v, "frames", &frames, NULL);
+      const long rss = rss_kb();
+      printf("soak %ld s: RSS %ld kB, %" G_GUINT64_FORMAT " frames, %ld loops\n", t + 10, rss,
+             frames, loops);
       fflush(stdout);
+      if (loops >= 1) {
+        const double x = (double)(t + 10) / 60.0, y = (double)rss;
+        sn += 1;
+        st += x;
+        sr += y;
+        stt += x * x;
+        str += x * y;
+      }
     }
+    if (sn >= 2 && sn * stt - st * st > 0)
+      printf("soak slope after the first loop: %.1f kB/min over %.0f samples\n",
+             (sn * str - st * sr) / (sn * stt - st * st), sn);
     gst_element_set_state(p, GST_STATE_NULL);
+    if (v)
+      gst_object_unref(v);
   } else {
     fprintf(stderr, "op-stress: unknown mode '%s'\n", mode);
     return 2;

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# `meson test --wrapper` of tools/reliability/sanitize.sh. A test program that is not built with
+# the sanitizers (Python, gst-inspect-1.0, a shell script) loads the instrumented plugin or
+# starts instrumented tools: it gets the gcc sanitizer runtimes preloaded (they must come
+# first) and no leak check at exit, because CPython frees nothing at exit and LeakSanitizer would
+# report the interpreter's own allocations. Instrumented test programs run unchanged, with
+# LeakSanitizer on and the suppressions of lsan.supp.
+exe=$1
+if [ -n "${OP_SANITIZER_PRELOAD:-}" ] && ! ldd "$exe" 2>/dev/null | grep -q 'libasan\.so'; then
+  export LD_PRELOAD=$OP_SANITIZER_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}
+  export ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0
+fi
+exec "$@"
