@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -63,9 +64,26 @@ bool LoadSystemPlugins(std::string *why) {
 struct Message {
   std::string service;
   std::vector<capnp::word> words;
+  // A Reader is valid only while its message reader lives: made on first use, over `words`, and
+  // dropped when `words` is copied (a move keeps the buffer, and with it the reader).
+  mutable std::shared_ptr<capnp::FlatArrayMessageReader> reader;
+
+  Message() = default;
+  Message(const Message &o) : service(o.service), words(o.words) {}
+  Message &operator=(const Message &o) {
+    service = o.service;
+    words = o.words;
+    reader.reset();
+    return *this;
+  }
+  Message(Message &&) = default;
+  Message &operator=(Message &&) = default;
+
   op::msg::Event::Reader event() const {
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()));
-    return reader.getRoot<op::msg::Event>();
+    if (!reader)
+      reader =
+          std::make_shared<capnp::FlatArrayMessageReader>(kj::arrayPtr(words.data(), words.size()));
+    return reader->getRoot<op::msg::Event>();
   }
 };
 
