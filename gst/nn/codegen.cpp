@@ -312,6 +312,11 @@ struct ConvShape {
   bool split_epilogue;
 };
 
+// Tags with vector loads and stores (LOADV / STOREV in nn_common.cl) on every device.
+bool VectorStorable(const std::string &tag) {
+  return tag == "f32" || tag == "f16";
+}
+
 // The CPU profile's convolution (kernels/conv2d_vec.cl): explicit SIMD over V output pixels and
 // OCB output channels per work-item, with the constant weights re-laid out so that the OCB
 // weights of one tap are adjacent.
@@ -366,6 +371,10 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
     d.Def("TR", e.Tag(res));
   if (!cs.split_epilogue)
     OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
+  // Whole vectors of output (and residual) go through vector stores where the tags have them.
+  const bool res_in = res != kNoTensor && !cs.split_epilogue;
+  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
+    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d_vec";
@@ -605,6 +614,21 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   if (res != kNoTensor)
     d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
   OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
+  if (vec) {
+    // The vector epilogue needs the residual running along n like y; C may run along n or be
+    // one value per row.
+    auto last = [&](TensorId t) {
+      const std::vector<int64_t> &td = e.Dims(t);
+      return td.empty() ? int64_t{1} : td.back();
+    };
+    const bool c_contig = c != kNoTensor && last(c) == n && n != 1;
+    const bool c_ok = c == kNoTensor || last(c) == 1 || (c_contig && VectorStorable(e.Tag(c)));
+    const bool res_ok = res == kNoTensor || (last(res) == n && VectorStorable(e.Tag(res)));
+    if (VectorStorable(e.Tag(y)) && c_ok && res_ok) {
+      d.Int("C_CONTIG", c_contig);
+      OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, true));
+    }
+  }
   Pending k;
   k.label = node.Describe();
   k.entry = vec ? "matmul_vec" : "matmul";

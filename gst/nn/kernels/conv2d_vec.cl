@@ -8,7 +8,7 @@
 // ACT(conv + bias) + res.
 // Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V);
 // FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows);
-// HAS_BIAS HAS_RES RES_AFTER; ACT.
+// HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV (optional: the activation on a vector, nn_common.cl).
 // Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
 // past the group's end are zero), so the OCB weights of one tap are adjacent.
 #include "nn_common.cl"
@@ -25,6 +25,9 @@
 #define PIXELS OW
 #endif
 #define PIX_BLOCKS ((PIXELS + V - 1) / V)
+#ifdef ACTV
+NN_DEFINE_ACT_CHAIN_V
+#endif
 
 __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
                          uint w_off,
@@ -105,8 +108,27 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
   }
 #endif
 
-  // Epilogue, lane by lane: activations are scalar functions and edges need bounds anyway.
   const int ybase = (n * OC) * (OH * OW) + oh * OW + p0;
+#ifdef ACTV
+  // A whole vector of pixels: the epilogue as vector code (activations included).
+  if (p0 + V <= PIXELS) {
+#pragma unroll
+    for (int a = 0; a < OCB; a++) {
+      const int oc = oc0 + a;
+      if (OCG % OCB != 0 && oc >= g * OCG + OCG)
+        break;
+#if HAS_BIAS
+      const VF v = acc[a] + LOAD(TB, b, b_off + oc);
+#else
+      const VF v = acc[a];
+#endif
+      const int yi = ybase + oc * (OH * OW);
+      NN_STORE_EPILOGUE_V(V, v, yi, yi);
+    }
+    return;
+  }
+#endif
+  // Epilogue, lane by lane (the edge, or an activation without a vector form).
   for (int a = 0; a < OCB; a++) {
     const int oc = oc0 + a;
     if (oc >= g * OCG + OCG)

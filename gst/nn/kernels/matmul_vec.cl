@@ -7,12 +7,15 @@
 // one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers).
 // Defines: TA TB TC TR TY; BATCH M N K; A_SM A_SK B_SK (strides in elements); B_PANEL; A_BOFF(b)
 // B_BOFF(b) C_IDX(b,m,n) R_IDX(b,m,n) (generated); RM V; ALPHA BETA; HAS_C HAS_RES RES_AFTER;
-// ACT.
+// ACT; ACTV and C_CONTIG (optional: the epilogue on whole vectors, nn_common.cl).
 #include "nn_common.cl"
 
 #define VF NN_CAT(float, V)
 #define M_BLOCKS ((M + RM - 1) / RM)
 #define N_BLOCKS ((N + V - 1) / V)
+#ifdef ACTV
+NN_DEFINE_ACT_CHAIN_V
+#endif
 
 __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global const STYPE(TB) * bm,
                          uint b_off,
@@ -77,6 +80,27 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   }
 #endif
 
+#ifdef ACTV
+  // A whole vector of columns: the epilogue as vector code (activations included). C_CONTIG:
+  // C runs along n (else one value per row, broadcast over n).
+  if (n0 + V <= N) {
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+      const int m = m0 + i;
+      if (M % RM != 0 && m >= M)
+        break;
+      VF v = ALPHA * acc[i];
+#if HAS_C && C_CONTIG
+      v += BETA * LOADV(TC, V, c, c_off + C_IDX(bt, m, n0));
+#elif HAS_C
+      v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n0));
+#endif
+      NN_STORE_EPILOGUE_V(V, v, R_IDX(bt, m, n0), (bt * M + m) * N + n0);
+    }
+    return;
+  }
+#endif
+  // Epilogue, lane by lane (the edge, or an activation without a vector form).
   for (int i = 0; i < RM; i++) {
     const int m = m0 + i;
     if (m >= M)
