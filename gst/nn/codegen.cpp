@@ -317,6 +317,53 @@ bool VectorStorable(const std::string &tag) {
   return tag == "f32" || tag == "f16";
 }
 
+// The CPU profile's depthwise convolution, stride 1 and no dilation (kernels/conv2d_dw.cl): R
+// output rows of V pixels per work-item, each input row loaded once for all of them.
+Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
+  TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
+  TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
+  const auto &xi = cs.xi, &yo = cs.yo;
+  const Window &win = cs.win;
+  const int64_t v = yo[3] >= 16 ? 16 : (yo[3] >= 8 ? 8 : 4);
+  const int64_t rows = std::min<int64_t>(yo[2], 4);
+  const bool res_in = res != kNoTensor && !cs.split_epilogue;
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(cs.out));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OH", yo[2]).Int("OW", yo[3]);
+  d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
+  d.Int("R", rows).Int("V", v);
+  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b));
+  if (res_in)
+    d.Def("TR", e.Tag(res));
+  if (!cs.split_epilogue)
+    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
+  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
+    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "conv2d_dw";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_dw", d));
+  k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
+  k.args = {TArg(x), TArg(w)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  if (res_in)
+    k.args.push_back(TArg(res));
+  k.args.push_back(TArg(cs.out));
+  k.writes = {cs.out};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * win.kh * win.kw;
+  if (Product(e.Dims(node.outputs[0])) == 0)
+    return Status::Ok();
+  e.Emit(std::move(k));
+  if (cs.split_epilogue)
+    return gen::EmitAddActivation(e, cs.out, res, node.outputs[0], cs.act, !cs.res_after,
+                                  node.Describe());
+  return Status::Ok();
+}
+
 // The CPU profile's convolution (kernels/conv2d_vec.cl): explicit SIMD over V output pixels and
 // OCB output channels per work-item, with the constant weights re-laid out so that the OCB
 // weights of one tap are adjacent.
@@ -326,6 +373,8 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const auto &xi = cs.xi, &yo = cs.yo;
   const Window &win = cs.win;
   const int64_t g = cs.g, cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw;
+  if (cg == 1 && ocg == 1 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1)
+    return LowerConvDw(e, node, cs);
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
@@ -599,7 +648,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
   d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1);
   if (vec)
-    d.Int("B_SK", n).Int("B_PANEL", b_const).Int("V", cols);
+    d.Int("B_SK", n)
+        .Int("B_PANEL", b_const)
+        .Int("V", cols)
+        .Int("A_VEC4",
+             !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16"));
   else
     d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1).Int("RN", cols);
   d.Def("A_BOFF(b)",
@@ -633,7 +686,9 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   k.label = node.Describe();
   k.entry = vec ? "matmul_vec" : "matmul";
   OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
-  k.global = {CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+  k.global =
+      vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols), static_cast<uint64_t>(batch)}
+          : std::vector<uint64_t>{CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
   k.args = {TArg(a), TArg(bt)};
   if (c != kNoTensor)
     k.args.push_back(TArg(c));

@@ -214,6 +214,26 @@ std::vector<Case> Cases() {
                                    {"activation_beta", 0.4f},
                                    {"residual_after_activation", int64_t{1}}})));
                }});
+  // The depthwise kernel (conv2d_dw.cl): row blocks with a partial last one, a window wider
+  // than the row (every row is an edge), two images, a fused GELU and a residual after it.
+  c.push_back({"FusedConv_depthwise_7x7_narrow_gelu_residual", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 5, 5, 8});
+                 TensorId r = b.Input("r", {2, 5, 5, 8});
+                 TensorId w = b.Weights({5, 1, 7, 7});
+                 TensorId bias = b.Weights({5});
+                 Attributes at = A({{"pads", Ints{3, 3, 3, 3}},
+                                    {"group", int64_t{5}},
+                                    {"activation", std::string("Chain")},
+                                    {"residual_after_activation", int64_t{1}}});
+                 SetGeluSteps(at);
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r}, at));
+               }});
+  c.push_back({"Conv_depthwise_3x5_asymmetric_pads", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 9, 21});
+                 TensorId w = b.Weights({3, 1, 3, 5});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"pads", Ints{0, 1, 2, 3}}, {"group", int64_t{3}}})));
+               }});
   c.push_back({"ConvTranspose", [](Builder &b) {
                  TensorId x = b.Input("x", {1, 3, 5, 7});
                  TensorId w = b.Weights({3, 4, 3, 3});
