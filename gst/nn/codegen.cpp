@@ -378,10 +378,8 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
-  // The widest vector the row fills; stride 2 reads 2 V inputs, at most 16.
+  // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16).
   int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
-  if (!flat && win.sw == 2)
-    v = std::min<int64_t>(v, 8);
   const int64_t ocb = std::min<int64_t>(ocg, 8);
   const int64_t blocks = CeilDiv(ocg, ocb);
 

@@ -1,8 +1,9 @@
 // Direct 2D convolution for CPU devices, written as explicit SIMD: each work-item computes OCB
 // output channels of one group for V adjacent output pixels, holding OCB vectors of V floats
 // in registers. Per input channel and tap it loads one vector of V inputs and broadcasts OCB
-// weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Work-group
-// vectorisers have nothing to do: the work-item is already vector code.
+// weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Stride 2 keeps
+// the even lanes of 2V loaded inputs. Work-group vectorisers have nothing to do: the work-item
+// is already vector code.
 //
 // Epilogue NN_STORE_EPILOGUE (nn_common.cl): y = ACT(conv + bias + res) or, with RES_AFTER,
 // ACT(conv + bias) + res.
@@ -90,6 +91,10 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #if V <= 8
         } else if (SW == 2 && iw0 >= 0 && iw0 + 2 * V <= W) {
           xv = LOADV(TX, V2, x, row + iw0).even;
+#else
+        } else if (SW == 2 && iw0 >= 0 && iw0 + 2 * V <= W) {
+          // No 32-wide vectors: the even lanes of two 16-wide loads.
+          xv = (VF)(LOADV(TX, V, x, row + iw0).even, LOADV(TX, V, x, row + iw0 + V).even);
 #endif
         } else {
           float t[V];
