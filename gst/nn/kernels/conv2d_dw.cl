@@ -48,9 +48,9 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
   for (int a = 0; a < R; a++)
     acc[a] = (VF)(0.0f);
 
-  // Input row i of the block (ih = oh0 - PH + i) is tap row kh = i - a of output row a.
 #pragma unroll
   for (int i = 0; i < KH + R - 1; i++) {
+    // Input row i of the block is tap row kh = i - a of output row a.
     const int ih = oh0 - PH + i;
     if (ih < 0 || ih >= H)
       continue;

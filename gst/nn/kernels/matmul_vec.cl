@@ -54,10 +54,10 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
     acc[i] = (VF)(0.0f);
 
 #if B_PANEL
-#define B_ROW(k) LOADV(TB, V, bm, bbase + (k) * V)
+#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*V)
   {
 #else
-#define B_ROW(k) LOADV(TB, V, bm, bbase + (k) * B_SK)
+#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*B_SK)
   if (n0 + V <= N) {
 #endif
     int k = 0;
