@@ -409,7 +409,10 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
-  d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("FLAT", flat);
+  // A flat 1x1 run computes two pixel vectors per work-item where it has them: 16 accumulators,
+  // each weight broadcast feeding two FMAs.
+  const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
+  d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
   d.Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
@@ -426,7 +429,7 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   k.label = node.Describe();
   k.entry = "conv2d_vec";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", d));
-  k.global = {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
+  k.global = {CeilDiv(pixels, v * pv), static_cast<uint64_t>(flat ? 1 : yo[2]),
               static_cast<uint64_t>(xi[0] * g * blocks)};
   k.args = {TArg(x), TArg(wv)};
   if (b != kNoTensor)
