@@ -314,6 +314,58 @@ struct ConvShape {
   bool split_epilogue;
 };
 
+// Tags with vector loads and stores (LOADV / STOREV in nn_common.cl) on every device.
+bool VectorStorable(const std::string &tag) {
+  return tag == "f32" || tag == "f16";
+}
+
+// The CPU profile's depthwise convolution, stride 1 and no dilation (kernels/conv2d_dw.cl): R
+// output rows of V pixels per work-item, each input row loaded once for all of them.
+Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
+  TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
+  TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
+  const auto &xi = cs.xi, &yo = cs.yo;
+  const Window &win = cs.win;
+  const int64_t v = yo[3] >= 16 ? 16 : (yo[3] >= 8 ? 8 : 4);
+  const int64_t rows = std::min<int64_t>(yo[2], 4);
+  const bool res_in = res != kNoTensor && !cs.split_epilogue;
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(cs.out));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OH", yo[2]).Int("OW", yo[3]);
+  d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
+  d.Int("R", rows).Int("V", v);
+  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
+  if (b != kNoTensor)
+    d.Def("TB", e.Tag(b));
+  if (res_in)
+    d.Def("TR", e.Tag(res));
+  if (!cs.split_epilogue)
+    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
+  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
+    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
+  Pending k;
+  k.label = node.Describe();
+  k.entry = "conv2d_dw";
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_dw", d));
+  k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
+  k.args = {TArg(x), TArg(w)};
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+  if (res_in)
+    k.args.push_back(TArg(res));
+  k.args.push_back(TArg(cs.out));
+  k.writes = {cs.out};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * win.kh * win.kw;
+  if (Product(e.Dims(node.outputs[0])) == 0)
+    return Status::Ok();
+  e.Emit(std::move(k));
+  if (cs.split_epilogue)
+    return gen::EmitAddActivation(e, cs.out, res, node.outputs[0], cs.act, !cs.res_after,
+                                  node.Describe());
+  return Status::Ok();
+}
+
 // The CPU profile's convolution (kernels/conv2d_vec.cl): explicit SIMD over V output pixels and
 // OCB output channels per work-item, with the constant weights re-laid out so that the OCB
 // weights of one tap are adjacent.
@@ -323,13 +375,13 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const auto &xi = cs.xi, &yo = cs.yo;
   const Window &win = cs.win;
   const int64_t g = cs.g, cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw;
+  if (cg == 1 && ocg == 1 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1)
+    return LowerConvDw(e, node, cs);
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
-  // The widest vector the row fills; stride 2 reads 2 V inputs, at most 16.
+  // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16).
   int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
-  if (!flat && win.sw == 2)
-    v = std::min<int64_t>(v, 8);
   const int64_t ocb = std::min<int64_t>(ocg, 8);
   const int64_t blocks = CeilDiv(ocg, ocb);
 
@@ -359,7 +411,10 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
-  d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("FLAT", flat);
+  // A flat 1x1 run computes two pixel vectors per work-item where it has them: 16 accumulators,
+  // each weight broadcast feeding two FMAs.
+  const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
+  d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
   d.Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
@@ -368,11 +423,15 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
     d.Def("TR", e.Tag(res));
   if (!cs.split_epilogue)
     OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
+  // Whole vectors of output (and residual) go through vector stores where the tags have them.
+  const bool res_in = res != kNoTensor && !cs.split_epilogue;
+  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
+    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d_vec";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", d));
-  k.global = {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
+  k.global = {CeilDiv(pixels, v * pv), static_cast<uint64_t>(flat ? 1 : yo[2]),
               static_cast<uint64_t>(xi[0] * g * blocks)};
   k.args = {TArg(x), TArg(wv)};
   if (b != kNoTensor)
@@ -592,7 +651,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
   d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1);
   if (vec)
-    d.Int("B_SK", n).Int("B_PANEL", b_const).Int("V", cols);
+    d.Int("B_SK", n)
+        .Int("B_PANEL", b_const)
+        .Int("V", cols)
+        .Int("A_VEC4",
+             !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16"));
   else
     d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1).Int("RN", cols);
   d.Def("A_BOFF(b)",
@@ -607,11 +670,28 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   if (res != kNoTensor)
     d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
   OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
+  if (vec) {
+    // The vector epilogue needs the residual running along n like y; C may run along n or be
+    // one value per row.
+    auto last = [&](TensorId t) {
+      const std::vector<int64_t> &td = e.Dims(t);
+      return td.empty() ? int64_t{1} : td.back();
+    };
+    const bool c_contig = c != kNoTensor && last(c) == n && n != 1;
+    const bool c_ok = c == kNoTensor || last(c) == 1 || (c_contig && VectorStorable(e.Tag(c)));
+    const bool res_ok = res == kNoTensor || (last(res) == n && VectorStorable(e.Tag(res)));
+    if (VectorStorable(e.Tag(y)) && c_ok && res_ok) {
+      d.Int("C_CONTIG", c_contig);
+      OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, true));
+    }
+  }
   Pending k;
   k.label = node.Describe();
   k.entry = vec ? "matmul_vec" : "matmul";
   OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
-  k.global = {CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+  k.global =
+      vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols), static_cast<uint64_t>(batch)}
+          : std::vector<uint64_t>{CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
   k.args = {TArg(a), TArg(bt)};
   if (c != kNoTensor)
     k.args.push_back(TArg(c));

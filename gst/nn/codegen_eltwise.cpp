@@ -414,6 +414,70 @@ Status DefineActivation(Defines &d, const Node &node, const std::string &act) {
   return Status::Ok();
 }
 
+namespace {
+
+// Unary ops whose float snippet is also valid OpenCL C on a float vector (built-ins with
+// vector overloads, arithmetic with scalar literals); the rest stay scalar.
+bool VectorSafe(OpKind op) {
+  switch (op) {
+    case OpKind::kIdentity:
+    case OpKind::kSqrt:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kReciprocal:
+    case OpKind::kTanh:
+    case OpKind::kErf:
+    case OpKind::kClip:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue) {
+  const std::string name = fused_epilogue ? node.attrs.String("activation") : "";
+  if (name.empty()) {
+    d.Def("ACTV(x)", "(x)");
+    return Status::Ok();
+  }
+  if (name == "Chain") {
+    auto ops = node.attrs.Strings("ops");
+    auto operand = node.attrs.Ints("operand");
+    for (size_t s = 0; s < ops.size(); s++) {
+      OpKind op;
+      if (!OpFromName(ops[s], &op))
+        return Status::Ok();
+      const bool ok = ClassOf(op) == OpClass::kUnary ? VectorSafe(op)
+                                                     : (op == OpKind::kAdd || op == OpKind::kSub ||
+                                                        op == OpKind::kMul || op == OpKind::kDiv);
+      if (!ok || (s < operand.size() && operand[s] > 0))
+        return Status::Ok();
+    }
+    OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, 1));
+    d.Def("ACTV(x)", "nn_act_chain_v(x)");
+    d.Def("NN_ACT_CHAIN_V", "{ VF v = x0; " + steps + "return v; }");
+    return Status::Ok();
+  }
+  OpKind op;
+  if (!OpFromName(name, &op))
+    return Status::Ok();
+  if (op == OpKind::kRelu) {
+    // The scalar snippet's NaN behaviour: NaN is not < 0 and passes through.
+    d.Def("ACTV(x)", "select((x), (VF)(0.0f), (x) < 0.0f)");
+    return Status::Ok();
+  }
+  if (!VectorSafe(op))
+    return Status::Ok();
+  OP_ASSIGN_OR_RETURN(std::string expr, ActivationExpr(name, node.attrs.Float("activation_alpha"),
+                                                       node.attrs.Float("activation_beta"), "(x)"));
+  d.Def("ACTV(x)", expr);
+  return Status::Ok();
+}
+
 Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label) {
   MapKernel m;
   m.space = e.Dims(dst);

@@ -102,6 +102,11 @@ StatusOr<std::string> ActivationExpr(const std::string &op, float alpha, float b
 StatusOr<std::string> FusedActivation(const Node &node);
 // Defines ACT(x) as `act` (FusedActivation's) and, for a chain, the body of nn_act_chain.
 Status DefineActivation(Defines &d, const Node &node, const std::string &act);
+// Defines ACTV(x), the activation of a fused epilogue on a whole float vector VF (and the body of
+// nn_act_chain_v for a chain), where every step of it has a vector form; defines nothing
+// otherwise, and the kernel keeps its lane-by-lane epilogue. Without a fused epilogue (the
+// activation runs in a separate add), ACTV is the identity.
+Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue);
 
 // Elementwise ops, Cast, Where, BatchNormalization, ElementwiseChain.
 Status LowerElementwise(Emitter &e, const Node &node);

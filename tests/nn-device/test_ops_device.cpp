@@ -21,6 +21,17 @@ Attributes A(std::initializer_list<std::pair<const char *, AttrValue>> kv) {
 
 using Ints = std::vector<int64_t>;
 
+// GELU in tanh form as the steps of a chain (an ElementwiseChain's, or a fused epilogue's with
+// activation "Chain"): 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))).
+void SetGeluSteps(Attributes &at) {
+  at.Set("ops",
+         std::vector<std::string>{"Mul", "Mul", "Mul", "Add", "Mul", "Tanh", "Add", "Mul", "Mul"});
+  at.Set("operand", Ints{0, 0, -1, 0, -1, -1, -1, 0, -1});
+  at.Set("swap", Ints{0, 0, 0, 0, 0, 0, 0, 0, 0});
+  at.Set("step_alpha", std::vector<float>{0, 0, 0.044715f, 0, 0.7978845608f, 0, 1.f, 0, 0.5f});
+  at.Set("step_beta", std::vector<float>(9, 0.f));
+}
+
 struct Case {
   std::string name;
   std::function<void(Builder &)> build;
@@ -181,6 +192,48 @@ std::vector<Case> Cases() {
                  b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r},
                                 A({{"activation", std::string("Relu")}})));
                }});
+  // Whole vectors of output take the vector epilogue (activation on a float vector), the row's
+  // edge the lane-by-lane one: GELU with a residual before it, Clip with one after it.
+  c.push_back(
+      {"FusedConv_3x3_gelu_residual_vector_epilogue", [](Builder &b) {
+         TensorId x = b.Input("x", {1, 5, 7, 37});
+         TensorId r = b.Input("r", {1, 11, 7, 37});
+         TensorId w = b.Weights({11, 5, 3, 3});
+         TensorId bias = b.Weights({11});
+         Attributes at = A({{"pads", Ints{1, 1, 1, 1}}, {"activation", std::string("Chain")}});
+         SetGeluSteps(at);
+         b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r}, at));
+       }});
+  c.push_back({"FusedConv_1x1_clip_residual_after_vector_epilogue", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 8, 6, 10});
+                 TensorId r = b.Input("r", {1, 12, 6, 10});
+                 TensorId w = b.Weights({12, 8, 1, 1});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, kNoTensor, r},
+                                A({{"activation", std::string("Clip")},
+                                   {"activation_alpha", -0.3f},
+                                   {"activation_beta", 0.4f},
+                                   {"residual_after_activation", int64_t{1}}})));
+               }});
+  // The depthwise kernel (conv2d_dw.cl): row blocks with a partial last one, a window wider
+  // than the row (every row is an edge), two images, a fused GELU and a residual after it.
+  c.push_back({"FusedConv_depthwise_7x7_narrow_gelu_residual", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 5, 5, 8});
+                 TensorId r = b.Input("r", {2, 5, 5, 8});
+                 TensorId w = b.Weights({5, 1, 7, 7});
+                 TensorId bias = b.Weights({5});
+                 Attributes at = A({{"pads", Ints{3, 3, 3, 3}},
+                                    {"group", int64_t{5}},
+                                    {"activation", std::string("Chain")},
+                                    {"residual_after_activation", int64_t{1}}});
+                 SetGeluSteps(at);
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r}, at));
+               }});
+  c.push_back({"Conv_depthwise_3x5_asymmetric_pads", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 9, 21});
+                 TensorId w = b.Weights({3, 1, 3, 5});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"pads", Ints{0, 1, 2, 3}}, {"group", int64_t{3}}})));
+               }});
   c.push_back({"ConvTranspose", [](Builder &b) {
                  TensorId x = b.Input("x", {1, 3, 5, 7});
                  TensorId w = b.Weights({3, 4, 3, 3});
@@ -225,6 +278,21 @@ std::vector<Case> Cases() {
                  TensorId r = b.Input("r", {1, 13});
                  b.Output(b.Add(OpKind::kFusedGemm, {a, w, bias, r},
                                 A({{"activation", std::string("Relu")}})));
+               }});
+  c.push_back({"FusedGemm_gelu_bias_residual_vector_epilogue", [](Builder &b) {
+                 TensorId a = b.Input("a", {9, 21});
+                 TensorId w = b.Weights({21, 37});
+                 TensorId bias = b.Weights({37});
+                 TensorId r = b.Input("r", {9, 37});
+                 Attributes at = A({{"activation", std::string("Chain")}, {"alpha", 0.5f}});
+                 SetGeluSteps(at);
+                 b.Output(b.Add(OpKind::kFusedGemm, {a, w, bias, r}, at));
+               }});
+  c.push_back({"Gemm_row_bias_vector_epilogue", [](Builder &b) {
+                 TensorId a = b.Input("a", {9, 21});
+                 TensorId w = b.Weights({21, 37});
+                 TensorId cm = b.Input("c", {9, 1});
+                 b.Output(b.Add(OpKind::kGemm, {a, w, cm}, A({{"beta", 0.5f}})));
                }});
   // --- pooling, reductions, softmax, normalisation
   c.push_back({"MaxPool_ceil", [](Builder &b) {

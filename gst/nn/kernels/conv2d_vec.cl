@@ -1,14 +1,15 @@
 // Direct 2D convolution for CPU devices, written as explicit SIMD: each work-item computes OCB
 // output channels of one group for V adjacent output pixels, holding OCB vectors of V floats
 // in registers. Per input channel and tap it loads one vector of V inputs and broadcasts OCB
-// weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Work-group
-// vectorisers have nothing to do: the work-item is already vector code.
+// weights into OCB vector FMAs, so the FMA units, not the loads, set the pace. Stride 2 keeps
+// the even lanes of 2V loaded inputs. Work-group vectorisers have nothing to do: the work-item
+// is already vector code.
 //
 // Epilogue NN_STORE_EPILOGUE (nn_common.cl): y = ACT(conv + bias + res) or, with RES_AFTER,
 // ACT(conv + bias) + res.
-// Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V);
+// Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V) PV;
 // FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows);
-// HAS_BIAS HAS_RES RES_AFTER; ACT.
+// HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV (optional: the activation on a vector, nn_common.cl).
 // Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
 // past the group's end are zero), so the OCB weights of one tap are adjacent.
 #include "nn_common.cl"
@@ -24,7 +25,11 @@
 #define ROWS OH
 #define PIXELS OW
 #endif
-#define PIX_BLOCKS ((PIXELS + V - 1) / V)
+// PV (1 or 2, FLAT only): pixel vectors per work-item, each weight broadcast feeding PV FMAs.
+#define PIX_BLOCKS ((PIXELS + V * PV - 1) / (V * PV))
+#ifdef ACTV
+NN_DEFINE_ACT_CHAIN_V
+#endif
 
 __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
                          uint w_off,
@@ -44,32 +49,48 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
   const int gb = z % (G * OC_BLOCKS);
   const int g = gb / OC_BLOCKS;
   const int oc0 = g * OCG + (gb % OC_BLOCKS) * OCB;
-  const int p0 = pb * V;
+  const int p0 = pb * (V * PV);
   const int xbase = x_off + (n * C + g * CG) * H * W;
   const int wbase = w_off + gb * (CG * KH * KW * OCB);
 
-  VF acc[OCB];
+  VF acc[OCB], acc2[OCB];
 #pragma unroll
   for (int a = 0; a < OCB; a++)
-    acc[a] = (VF)(0.0f);
+    acc[a] = acc2[a] = (VF)(0.0f);
 
 #if FLAT
-  if (p0 + V <= PIXELS) {
+  if (p0 + PV * V <= PIXELS) {
     for (int ic = 0; ic < CG; ic++) {
       const VF xv = LOADV(TX, V, x, xbase + ic * (H * W) + p0);
+#if PV == 2
+      const VF xv2 = LOADV(TX, V, x, xbase + ic * (H * W) + p0 + V);
+#endif
 #pragma unroll
-      for (int a = 0; a < OCB; a++)
-        acc[a] = fma(xv, (VF)(LOAD(TW, w, wbase + ic * OCB + a)), acc[a]);
+      for (int a = 0; a < OCB; a++) {
+        const VF wv = (VF)(LOAD(TW, w, wbase + ic * OCB + a));
+        acc[a] = fma(xv, wv, acc[a]);
+#if PV == 2
+        acc2[a] = fma(xv2, wv, acc2[a]);
+#endif
+      }
     }
   } else {
     for (int ic = 0; ic < CG; ic++) {
-      float t[V];
-      for (int c = 0; c < V; c++)
-        t[c] = p0 + c < PIXELS ? LOAD(TX, x, xbase + ic * (H * W) + p0 + c) : 0.0f;
-      const VF xv = NN_CAT(vload, V)(0, t);
+      for (int j = 0; j < PV; j++) {
+        const int pj = p0 + j * V;
+        float t[V];
+        for (int c = 0; c < V; c++)
+          t[c] = pj + c < PIXELS ? LOAD(TX, x, xbase + ic * (H * W) + pj + c) : 0.0f;
+        const VF xv = NN_CAT(vload, V)(0, t);
 #pragma unroll
-      for (int a = 0; a < OCB; a++)
-        acc[a] = fma(xv, (VF)(LOAD(TW, w, wbase + ic * OCB + a)), acc[a]);
+        for (int a = 0; a < OCB; a++) {
+          const VF wv = (VF)(LOAD(TW, w, wbase + ic * OCB + a));
+          if (j == 0)
+            acc[a] = fma(xv, wv, acc[a]);
+          else
+            acc2[a] = fma(xv, wv, acc2[a]);
+        }
+      }
     }
   }
 #else
@@ -87,6 +108,10 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #if V <= 8
         } else if (SW == 2 && iw0 >= 0 && iw0 + 2 * V <= W) {
           xv = LOADV(TX, V2, x, row + iw0).even;
+#else
+        } else if (SW == 2 && iw0 >= 0 && iw0 + 2 * V <= W) {
+          // No 32-wide vectors: the even lanes of two 16-wide loads.
+          xv = (VF)(LOADV(TX, V, x, row + iw0).even, LOADV(TX, V, x, row + iw0 + V).even);
 #endif
         } else {
           float t[V];
@@ -105,26 +130,50 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
   }
 #endif
 
-  // Epilogue, lane by lane: activations are scalar functions and edges need bounds anyway.
-  const int ybase = (n * OC) * (OH * OW) + oh * OW + p0;
-  for (int a = 0; a < OCB; a++) {
-    const int oc = oc0 + a;
-    if (oc >= g * OCG + OCG)
+  for (int j = 0; j < PV; j++) {
+    const int pj = p0 + j * V;
+    if (PV > 1 && pj >= PIXELS)
       break;
+    const int ybase = (n * OC) * (OH * OW) + oh * OW + pj;
+#ifdef ACTV
+    // A whole vector of pixels: the epilogue as vector code (activations included).
+    if (pj + V <= PIXELS) {
+#pragma unroll
+      for (int a = 0; a < OCB; a++) {
+        const int oc = oc0 + a;
+        if (OCG % OCB != 0 && oc >= g * OCG + OCG)
+          break;
 #if HAS_BIAS
-    const float bias = LOAD(TB, b, b_off + oc);
+        const VF v = (j == 0 ? acc[a] : acc2[a]) + LOAD(TB, b, b_off + oc);
 #else
-    const float bias = 0.0f;
+        const VF v = j == 0 ? acc[a] : acc2[a];
 #endif
-    float t[V];
-    NN_CAT(vstore, V)(acc[a], 0, t);
-    // A whole vector in range runs a loop without exits, which the compiler vectorises
-    // (activations included); the edge keeps its bounds.
-    const int lanes = p0 + V <= PIXELS ? V : PIXELS - p0;
-    for (int c = 0; c < (lanes == V ? V : lanes); c++) {
-      const int yi = ybase + oc * (OH * OW) + c;
-      float v = t[c] + bias;
-      NN_STORE_EPILOGUE(v, yi, yi);
+        const int yi = ybase + oc * (OH * OW);
+        NN_STORE_EPILOGUE_V(V, v, yi, yi);
+      }
+      continue;
+    }
+#endif
+    // Epilogue, lane by lane (the edge, or an activation without a vector form).
+    for (int a = 0; a < OCB; a++) {
+      const int oc = oc0 + a;
+      if (oc >= g * OCG + OCG)
+        break;
+#if HAS_BIAS
+      const float bias = LOAD(TB, b, b_off + oc);
+#else
+      const float bias = 0.0f;
+#endif
+      float t[V];
+      NN_CAT(vstore, V)(j == 0 ? acc[a] : acc2[a], 0, t);
+      // A whole vector in range runs a loop without exits, which the compiler vectorises
+      // (activations included); the edge keeps its bounds.
+      const int lanes = pj + V <= PIXELS ? V : PIXELS - pj;
+      for (int c = 0; c < (lanes == V ? V : lanes); c++) {
+        const int yi = ybase + oc * (OH * OW) + c;
+        float v = t[c] + bias;
+        NN_STORE_EPILOGUE(v, yi, yi);
+      }
     }
   }
 }

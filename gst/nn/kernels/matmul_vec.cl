@@ -7,12 +7,16 @@
 // one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers).
 // Defines: TA TB TC TR TY; BATCH M N K; A_SM A_SK B_SK (strides in elements); B_PANEL; A_BOFF(b)
 // B_BOFF(b) C_IDX(b,m,n) R_IDX(b,m,n) (generated); RM V; ALPHA BETA; HAS_C HAS_RES RES_AFTER;
-// ACT.
+// ACT; ACTV and C_CONTIG (optional: the epilogue on whole vectors, nn_common.cl); A_VEC4 (A's rows
+// contiguous along k, with vector loads).
 #include "nn_common.cl"
 
 #define VF NN_CAT(float, V)
 #define M_BLOCKS ((M + RM - 1) / RM)
 #define N_BLOCKS ((N + V - 1) / V)
+#ifdef ACTV
+NN_DEFINE_ACT_CHAIN_V
+#endif
 
 __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global const STYPE(TB) * bm,
                          uint b_off,
@@ -23,8 +27,10 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
                          __global const STYPE(TR) * r, uint r_off,
 #endif
                          __global STYPE(TY) * y, uint y_off) {
-  const int nb = get_global_id(0);
-  const int mb = get_global_id(1);
+  // Row blocks vary fastest, so the work-items that run one after another on a thread share
+  // B's panel (one panel of a 384 x 1152 B is 24 KiB, the whole B 1.7 MiB: more than L2).
+  const int mb = get_global_id(0);
+  const int nb = get_global_id(1);
   const int bt = get_global_id(2);
   if (nb >= N_BLOCKS || mb >= M_BLOCKS || bt >= BATCH)
     return;
@@ -48,23 +54,37 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
     acc[i] = (VF)(0.0f);
 
 #if B_PANEL
+#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*V)
   {
-    for (int k = 0; k < K; k++) {
-      const VF bv = LOADV(TB, V, bm, bbase + k * V);
+#else
+#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*B_SK)
+  if (n0 + V <= N) {
+#endif
+    int k = 0;
+#if A_VEC4
+    // A's rows run along k: four k at a time, one float4 load per row instead of four scalar
+    // loads (the same FMAs in the same order).
+    for (; k + 4 <= K; k += 4) {
+      const VF b0 = B_ROW(k), b1 = B_ROW(k + 1), b2 = B_ROW(k + 2), b3 = B_ROW(k + 3);
+#pragma unroll
+      for (int i = 0; i < RM; i++) {
+        const float4 av = LOADV(TA, 4, a, arow[i] + k);
+        acc[i] = fma((VF)(av.s0), b0, acc[i]);
+        acc[i] = fma((VF)(av.s1), b1, acc[i]);
+        acc[i] = fma((VF)(av.s2), b2, acc[i]);
+        acc[i] = fma((VF)(av.s3), b3, acc[i]);
+      }
+    }
+#endif
+    for (; k < K; k++) {
+      const VF bv = B_ROW(k);
 #pragma unroll
       for (int i = 0; i < RM; i++)
         acc[i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[i]);
     }
   }
-#else
-  if (n0 + V <= N) {
-    for (int k = 0; k < K; k++) {
-      const VF bv = LOADV(TB, V, bm, bbase + k * B_SK);
-#pragma unroll
-      for (int i = 0; i < RM; i++)
-        acc[i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[i]);
-    }
-  } else {
+#if !B_PANEL
+  else {
     for (int k = 0; k < K; k++) {
       float t[V];
       for (int j = 0; j < V; j++)
@@ -77,6 +97,27 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   }
 #endif
 
+#ifdef ACTV
+  // A whole vector of columns: the epilogue as vector code (activations included). C_CONTIG:
+  // C runs along n (else one value per row, broadcast over n).
+  if (n0 + V <= N) {
+#pragma unroll
+    for (int i = 0; i < RM; i++) {
+      const int m = m0 + i;
+      if (M % RM != 0 && m >= M)
+        break;
+      VF v = ALPHA * acc[i];
+#if HAS_C && C_CONTIG
+      v += BETA * LOADV(TC, V, c, c_off + C_IDX(bt, m, n0));
+#elif HAS_C
+      v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n0));
+#endif
+      NN_STORE_EPILOGUE_V(V, v, R_IDX(bt, m, n0), (bt * M + m) * N + n0);
+    }
+    return;
+  }
+#endif
+  // Epilogue, lane by lane (the edge, or an activation without a vector form).
   for (int i = 0; i < RM; i++) {
     const int m = m0 + i;
     if (m >= M)

@@ -48,11 +48,16 @@
 #define LDV_f16(n, p, i) NN_CAT(vload_half, n)(0, (p) + (i))
 #define LDV_h16(n, p, i) NN_CAT(convert_float, n)(NN_CAT(vload, n)(0, (p) + (i)))
 
+// Vector stores of a floatn to n consecutive elements, for the float tags without cl_khr_fp16.
+#define SVV_f32(n, p, i, v) NN_CAT(vstore, n)((v), 0, (p) + (i))
+#define SVV_f16(n, p, i, v) NN_CAT(vstore_half, n)((v), 0, (p) + (i))
+
 // The C type of a buffer of tag t, and element access.
 #define STYPE(t) NN_CAT(ST_, t)
 #define LOAD(t, p, i) NN_CAT(LD_, t)(p, i)
 #define STORE(t, p, i, v) NN_CAT(SV_, t)(p, i, v)
 #define LOADV(t, n, p, i) NN_CAT(LDV_, t)(n, p, i)
+#define STOREV(t, n, p, i, v) NN_CAT(SVV_, t)(n, p, i, v)
 
 // Activations of fused epilogues: ACT is defined by code generation as one of these (with its
 // alpha/beta as literals), or as nn_identity.
@@ -149,5 +154,22 @@ inline float nn_act_chain(float x0) NN_ACT_CHAIN
 #define NN_EPILOGUE(v, ri) ACT(v)
 #endif
 #define NN_STORE_EPILOGUE(v, ri, yi) STORE(TY, y, y_off + (yi), NN_EPILOGUE(v, ri))
+
+// The same epilogue on a whole vector VF of n consecutive outputs (and residuals), where code
+// generation defined ACTV (DefineVectorActivation): built-ins like tanh then run as vector code
+// instead of once per lane. The kernel defines VF and includes this after nn_common.cl.
+#ifdef NN_ACT_CHAIN_V
+#define NN_DEFINE_ACT_CHAIN_V inline VF nn_act_chain_v(VF x0) NN_ACT_CHAIN_V
+#else
+#define NN_DEFINE_ACT_CHAIN_V
+#endif
+#if HAS_RES && RES_AFTER
+#define NN_EPILOGUE_V(n, v, ri) (ACTV(v) + LOADV(TR, n, r, r_off + (ri)))
+#elif HAS_RES
+#define NN_EPILOGUE_V(n, v, ri) ACTV((v) + LOADV(TR, n, r, r_off + (ri)))
+#else
+#define NN_EPILOGUE_V(n, v, ri) ACTV(v)
+#endif
+#define NN_STORE_EPILOGUE_V(n, v, ri, yi) STOREV(TY, n, y, y_off + (yi), NN_EPILOGUE_V(n, v, ri))
 
 #endif  // NN_COMMON_CL
