@@ -1,6 +1,7 @@
 #include "op/gstopmemory.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -102,9 +103,19 @@ static GstOpContext *ContextOf(GstMemory *mem) {
   return GST_OP_ALLOCATOR(mem->allocator)->ctx;
 }
 
+// The map flags as an integer. GST_MAP_OP_CL lies above GstMapFlags' named values (GStreamer's
+// custom flags start at GST_MAP_FLAG_LAST), outside what C++ allows a value of that enum type
+// to hold: the flags are never loaded as a GstMapFlags in this file (UBSan checks such loads).
+static guint MapFlagsOf(const GstMapInfo *info) {
+  static_assert(sizeof(info->flags) == sizeof(guint), "GstMapFlags is an int-sized enum");
+  guint flags;
+  std::memcpy(&flags, &info->flags, sizeof(flags));
+  return flags;
+}
+
 static gpointer MemMap(GstMemory *mem, GstMapInfo *info, gsize) {
   SharedBuffer &buf = BufferOf(mem);
-  if (info->flags & GST_MAP_OP_CL) {
+  if (MapFlagsOf(info) & GST_MAP_OP_CL) {
     // GstMemory adds mem->offset to what we return; undo it so the caller gets the cl_mem.
     return reinterpret_cast<gpointer>(reinterpret_cast<uintptr_t>(buf.mem.get()) - mem->offset);
   }
@@ -129,13 +140,13 @@ static gpointer MemMap(GstMemory *mem, GstMapInfo *info, gsize) {
     buf.host = *mapped;
   }
   buf.host_maps++;
-  if (info->flags & GST_MAP_WRITE)
+  if (MapFlagsOf(info) & GST_MAP_WRITE)
     buf.host_written = true;
   return buf.host;
 }
 
 static void MemUnmap(GstMemory *mem, GstMapInfo *info) {
-  if (info->flags & GST_MAP_OP_CL)
+  if (MapFlagsOf(info) & GST_MAP_OP_CL)
     return;
   SharedBuffer &buf = BufferOf(mem);
   std::lock_guard<std::mutex> guard(buf.map_lock);
