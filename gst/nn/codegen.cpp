@@ -19,7 +19,15 @@
 namespace op::nn {
 
 const char *PrecisionName(Precision p) {
-  return p == Precision::kFp16 ? "fp16" : "fp32";
+  switch (p) {
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
 }
 
 StatusOr<Precision> ParsePrecision(const std::string &s) {
@@ -27,7 +35,9 @@ StatusOr<Precision> ParsePrecision(const std::string &s) {
     return Precision::kFp32;
   if (s == "fp16")
     return Precision::kFp16;
-  return InvalidArgument("precision '" + s + "' (expected fp32 or fp16)");
+  if (s == "int8")
+    return Precision::kInt8;
+  return InvalidArgument("precision '" + s + "' (expected fp32, fp16 or int8)");
 }
 
 CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precision) {
@@ -161,7 +171,7 @@ std::string Emitter::TagOf(DType dtype, bool io) const {
     case DType::kFloat32:
       return half_store ? (opt.fp16_compute ? "h16" : "f16") : "f32";
     case DType::kFloat16:
-      if (opt.precision == Precision::kFp32 && !io)
+      if (opt.precision != Precision::kFp16 && !io)  // fp32 and int8: float tensors in float32
         return "f32";
       return opt.fp16_compute ? "h16" : "f16";
     case DType::kInt64:

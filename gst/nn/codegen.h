@@ -12,7 +12,8 @@
 
 namespace op::nn {
 
-enum class Precision { kFp32, kFp16 };
+// int8: a quantized model's integer ops as they are, its float tensors in float32 storage.
+enum class Precision { kFp32, kFp16, kInt8 };
 const char *PrecisionName(Precision p);
 // "fp32" / "fp16"; an error names the string.
 StatusOr<Precision> ParsePrecision(const std::string &s);

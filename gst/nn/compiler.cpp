@@ -77,7 +77,7 @@ std::string OptionsKey(const CodegenOptions &c, const CompileOptions &o) {
   std::string k = Hex(CompilerFingerprint()) + "|" + std::string(cl::ProfileName(c.profile)) + "|" +
                   PrecisionName(c.precision) + "|" + (c.fp16_compute ? "h" : "-") +
                   (c.image_weights ? "i" : "-") + "|" + std::to_string(c.alignment) + "|" +
-                  (o.fuse ? "fuse" : "nofuse");
+                  (o.fuse ? "fuse" : "nofuse") + (o.auto_precision ? "|auto" : "");
   for (const auto &[name, shape] : o.shapes)
     k += "|" + name + "=" + shape.ToString();
   return k;
@@ -90,6 +90,38 @@ std::string BaseName(const std::string &path) {
 
 }  // namespace
 
+Status SetPrecision(const std::string &name, Precision fallback, CompileOptions *options) {
+  if (name == "auto") {
+    options->precision = fallback;
+    options->auto_precision = true;
+    return Status();
+  }
+  auto p = ParsePrecision(name);
+  if (!p.ok())
+    return InvalidArgument("precision '" + name + "' (expected auto, fp32, fp16 or int8)");
+  options->precision = *p;
+  options->auto_precision = false;
+  return Status();
+}
+
+bool IsQuantizedGraph(const Graph &graph) {
+  for (const Node &n : graph.nodes) {
+    switch (n.op) {
+      case OpKind::kQuantizeLinear:
+      case OpKind::kDequantizeLinear:
+      case OpKind::kDynamicQuantizeLinear:
+      case OpKind::kQLinearConv:
+      case OpKind::kQLinearMatMul:
+      case OpKind::kConvInteger:
+      case OpKind::kMatMulInteger:
+        return true;
+      default:
+        break;
+    }
+  }
+  return false;
+}
+
 std::string ModelCacheDir() {
   const char *xdg = std::getenv("XDG_CACHE_HOME");
   if (xdg && *xdg)
@@ -100,6 +132,12 @@ std::string ModelCacheDir() {
 
 StatusOr<CompiledModel> CompileGraph(Graph graph, const CodegenOptions &codegen,
                                      const CompileOptions &options, uint64_t hash) {
+  // Never a silent float run of a float model asked for int8.
+  if (codegen.precision == Precision::kInt8 && !IsQuantizedGraph(graph))
+    return InvalidArgument(
+        "precision int8 needs a quantized model, and this float model has no quantization "
+        "(no QuantizeLinear/DequantizeLinear or integer ops): run 'opc quantize MODEL "
+        "--calibration DIR' first");
   OP_RETURN_IF_ERROR(InferShapes(graph, options.shapes));
   OptimizeOptions opt;
   opt.fuse = options.fuse;
@@ -109,10 +147,20 @@ StatusOr<CompiledModel> CompileGraph(Graph graph, const CodegenOptions &codegen,
   return m;
 }
 
-StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOptions &codegen,
-                                        const CompileOptions &options) {
-  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
-  OP_ASSIGN_OR_RETURN(Graph g, ImportOnnxFile(path));
+namespace {
+
+// Compiles an imported graph: `auto_precision` makes a quantized graph int8.
+StatusOr<CompiledModel> CompileImported(const std::string &path, const std::string &bytes, Graph g,
+                                        CodegenOptions codegen, const CompileOptions &options) {
+  if (codegen.precision == Precision::kInt8 && !IsQuantizedGraph(g))
+    return InvalidArgument(path + ": precision int8 needs a quantized model, and " + path +
+                           " is a float model with no quantization (no QuantizeLinear/"
+                           "DequantizeLinear or integer ops): run 'opc quantize " +
+                           path + " --calibration DIR' first");
+  if (options.auto_precision && IsQuantizedGraph(g)) {
+    codegen.precision = Precision::kInt8;
+    codegen.fp16_compute = false;
+  }
   uint64_t hash = cl::Fnv1a64(bytes);
   auto m = CompileGraph(std::move(g), codegen, options, hash);
   if (!m.ok())
@@ -121,14 +169,30 @@ StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOp
   return m;
 }
 
+}  // namespace
+
+StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOptions &codegen,
+                                        const CompileOptions &options) {
+  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  OP_ASSIGN_OR_RETURN(Graph g, ImportOnnxFile(path));
+  return CompileImported(path, bytes, std::move(g), codegen, options);
+}
+
 StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device &device,
                                       const CompileOptions &options, LoadInfo *info) {
   LoadInfo local;
   if (!info)
     info = &local;
   OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
-  if (LooksLikeModelFile(bytes))
-    return ParseModel(bytes, path);
+  if (LooksLikeModelFile(bytes)) {
+    OP_ASSIGN_OR_RETURN(CompiledModel m, ParseModel(bytes, path));
+    const std::string asked = PrecisionName(options.precision);
+    if (!options.auto_precision && m.precision != asked)
+      return InvalidArgument(path + " is compiled for precision " + m.precision + ", not the " +
+                             asked + " asked: ask for " + m.precision + " (or auto), or compile " +
+                             "the ONNX model again with --precision " + asked);
+    return m;
+  }
 
   CodegenOptions codegen = OptionsForDevice(device.caps(), options.precision);
   if (!options.profile.empty()) {
@@ -158,7 +222,9 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
       return hit;
     }
   }
-  OP_ASSIGN_OR_RETURN(CompiledModel m, CompileOnnxFile(path, codegen, options));
+  OP_ASSIGN_OR_RETURN(Graph g, ImportOnnxFile(path));
+  OP_ASSIGN_OR_RETURN(CompiledModel m,
+                      CompileImported(path, bytes, std::move(g), codegen, options));
   info->compiled = true;
   if (use_cache) {
     MakeDirs(dir);

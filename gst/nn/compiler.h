@@ -19,6 +19,11 @@ namespace op::nn {
 
 struct CompileOptions {
   Precision precision = Precision::kFp32;
+  // false: `precision` is what was asked. An ONNX model asked for int8 must be quantized (else an
+  // error says to run `opc quantize` first), and a compiled model (.opm) recording another
+  // precision is an error naming both. true ("auto"): `precision` is a default; a quantized ONNX
+  // model compiles at int8, and a compiled model keeps the precision it records.
+  bool auto_precision = false;
   // Empty: the profile of the device the model is compiled for; else "cpu", "adreno", "amd".
   std::string profile;
   ShapeBindings shapes;
@@ -26,6 +31,14 @@ struct CompileOptions {
   // Cache folder; empty: the default; "none": no cache.
   std::string cache_dir;
 };
+
+// Sets `options` from a precision name: auto, fp32, fp16 or int8 (auto: `fallback`, and
+// auto_precision).
+Status SetPrecision(const std::string &name, Precision fallback, CompileOptions *options);
+
+// Whether a graph is quantized: it has QuantizeLinear/DequantizeLinear, QLinear or integer
+// convolution/product ops (what `precision int8` needs).
+bool IsQuantizedGraph(const Graph &graph);
 
 // The default cache folder of compiled models.
 std::string ModelCacheDir();

@@ -204,7 +204,7 @@ Status ValidateModel(const CompiledModel &m) {
                    std::to_string(kModelFormatVersion) + ")");
   if (m.profile != "cpu" && m.profile != "adreno" && m.profile != "amd")
     return Corrupt("unknown device profile '" + m.profile + "'");
-  if (m.precision != "fp32" && m.precision != "fp16")
+  if (m.precision != "fp32" && m.precision != "fp16" && m.precision != "int8")
     return Corrupt("unknown precision '" + m.precision + "'");
   if (m.alignment == 0 || (m.alignment & (m.alignment - 1)) || m.alignment > 4096)
     return Corrupt("alignment " + std::to_string(m.alignment) + " is not a power of two <= 4096");

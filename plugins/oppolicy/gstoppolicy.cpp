@@ -27,7 +27,7 @@
  *
  * ## Properties
  * - `model` (string): ONNX (compiled on first use, cached) or .opm; mutable while PLAYING.
- * - `device` (from the base class), `precision` (auto, fp32, fp16): READY only.
+ * - `device` (from the base class), `precision` (auto, fp32, fp16, int8): READY only.
  * - `desire` (none, turn-left, …, keep-right), `traffic-convention` (right-hand, left-hand).
  * - `dump-inputs` (string, READY only): a debug mode that writes every run's network inputs to
  *   this folder as `<input>-<frame>.npy`, the calibration data of `opc quantize`. It waits for
@@ -623,7 +623,8 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
   g_object_class_install_property(
       gobject_class, PROP_PRECISION,
       g_param_spec_enum(
-          "precision", "Precision", "Storage precision the network is compiled for",
+          "precision", "Precision",
+          "Precision the network is compiled for (int8 needs a quantized model)",
           GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto),
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
   g_object_class_install_property(

@@ -41,7 +41,7 @@
  * ## Properties
  * - `model` (string): an ONNX model (compiled on first use, cached on disk) or a compiled .opm;
  *   mutable while PLAYING.
- * - `device` (string, default "auto"), `precision` (auto, fp32, fp16): READY only.
+ * - `device` (string, default "auto"), `precision` (auto, fp32, fp16, int8): READY only.
  * - `skip-after-drop` (bool, default true), `max-skew` (ns, default 10 ms).
  * - `desire`, `traffic-convention`: the policy settings of a combined network (mutable live).
  * - `dump-inputs` (string, READY only): a debug mode that writes every run's network inputs to
@@ -1128,7 +1128,8 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
                           DEFAULT_DEVICE, rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_PRECISION,
-      g_param_spec_enum("precision", "Precision", "Storage precision the network is compiled for",
+      g_param_spec_enum("precision", "Precision",
+                        "Precision the network is compiled for (int8 needs a quantized model)",
                         GST_TYPE_OP_PRECISION, int(op::net::Precision::kAuto), rw_ready));
   g_object_class_install_property(
       gobject_class, PROP_SKIP_AFTER_DROP,

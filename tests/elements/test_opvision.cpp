@@ -200,6 +200,20 @@ TEST_F(OpVisionTest, MissingModelIsAnErrorNamingTheFile) {
   EXPECT_NE(error.find("/nonexistent/vision.onnx"), std::string::npos) << error;
 }
 
+// precision=int8 with a float model is an error naming the model and saying to quantize it
+// first, at start: never a float run under the int8 name.
+TEST_F(OpVisionTest, Int8WithAFloatModelIsAnErrorNamingTheModel) {
+  const std::string model = Model("driving_vision_small.onnx");
+  Pipeline pl(Sources(false) + "opvision name=v precision=int8 model=" + model + " ! " + kSink);
+  ASSERT_TRUE(pl.vision);
+  EXPECT_EQ(gst_element_set_state(pl.get(), GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  const std::string error = pl.Message(GST_MESSAGE_ERROR);
+  EXPECT_NE(error.find(model + " is a float model with no quantization"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("opc quantize " + model + " --calibration DIR"), std::string::npos) << error;
+  EXPECT_EQ(pl.Stat(pl.vision, "frames"), 0u);
+}
+
 // The combined network alone: opvision owns the queues; the desire changes while PLAYING by
 // property and by event; the reference runs the same network with the same queue history.
 TEST_F(OpVisionTest, CombinedNetworkMatchesOnnxruntimeWithTheQueues) {

@@ -427,9 +427,17 @@ TEST(Compiler, CachesCompiledModelsAndRecoversFromACorruptEntry) {
   LoadInfo fourth;
   ASSERT_TRUE(LoadOrCompile(model, *dev.device, o, &fourth).ok());
   EXPECT_NE(fourth.cache_path, first.cache_path);
+  // A compiled model asked for another precision than it records is an error naming both;
+  // auto takes the recorded one.
   LoadInfo opm;
+  auto wrong = LoadOrCompile(first.cache_path, *dev.device, o, &opm);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("compiled for precision fp32, not the fp16 asked"),
+            std::string::npos)
+      << wrong.status().ToString();
+  o.auto_precision = true;
   auto d = LoadOrCompile(first.cache_path, *dev.device, o, &opm);
-  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_FALSE(opm.compiled);
   EXPECT_EQ(d->precision, "fp32");
 }

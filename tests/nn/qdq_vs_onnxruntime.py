@@ -3,7 +3,7 @@
 models/qdq/make_qdq_model.py) runs on our runtime and agrees with onnxruntime's outputs for the
 committed input (models/qdq/ort_y.npy and ort_r3.npy, written by the same script).
 
-usage: qdq_vs_onnxruntime.py OPC [--device] [--precision fp32|fp16]
+usage: qdq_vs_onnxruntime.py OPC [--device] [--precision fp32|fp16|int8]
 
 Without --device the reference interpreter runs it (`opc run --reference`), with --device the
 OpenCL device (`opc compile` to an .opm file, then `opc run` of that file; exit 77 when there is

@@ -2,8 +2,8 @@
 //
 //   opc info MODEL [--shape name=d0,d1,...]
 //   opc run MODEL --input name=file.npy ... --output-dir DIR [--reference] [--shape ...]
-//   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16] [--shape ...]
-//   opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] [--precision fp32|fp16]
+//   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision PREC] [--shape ...]
+//   opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] [--precision PREC]
 //   [--shape ...]
 //   opc quantize MODEL --calibration DIR -o OUT.onnx [--method minmax|percentile|entropy]
 //   [--percentile P] [--frames N] [--report] [--keep-float N | --keep NODE,...]
@@ -39,15 +39,17 @@ static void Usage(FILE *f) {
       f,
       "usage: opc info MODEL [--shape name=d0,d1,...]\n"
       "       opc run MODEL --input name=file.npy ... --output-dir DIR [--reference]\n"
-      "               [--shape name=d0,d1,...] [--device D] [--precision fp32|fp16]\n"
-      "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision fp32|fp16]\n"
+      "               [--shape name=d0,d1,...] [--device D] [--precision PREC]\n"
+      "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision PREC]\n"
       "               [--shape name=d0,d1,...]\n"
       "       opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] "
-      "[--precision fp32|fp16]\n"
+      "[--precision PREC]\n"
       "               [--shape name=d0,d1,...]\n"
       "       opc quantize MODEL --calibration DIR -o OUT.onnx\n"
       "               [--method minmax|percentile|entropy] [--percentile P] [--frames N]\n"
-      "               [--report] [--keep-float N | --keep NODE,...] [--quantize-outputs]\n");
+      "               [--report] [--keep-float N | --keep NODE,...] [--quantize-outputs]\n"
+      "PREC: auto (the default: int8 for a quantized model, else fp32; a compiled model keeps its\n"
+      "      own), fp32, fp16 or int8 (a quantized model only; a compiled model must record it)\n");
 }
 
 int main(int argc, char **argv) {

@@ -37,7 +37,7 @@ StatusOr<nn::CodegenOptions> OptionsFor(const std::string &device, nn::Precision
 
 void PrintModelSummary(const nn::CompiledModel &m) {
   size_t programs = m.sources.size();
-  std::printf("compiled: profile %s, %s storage, %zu kernels from %zu programs\n",
+  std::printf("compiled: profile %s, precision %s, %zu kernels from %zu programs\n",
               m.profile.c_str(), m.precision.c_str(), m.kernels.size(), programs);
   std::printf("arena: %s for %s of intermediate tensors (%.0f%%)\n",
               nn::FormatBytes(m.arena_bytes).c_str(), nn::FormatBytes(m.intermediate_bytes).c_str(),
@@ -50,7 +50,7 @@ void PrintModelSummary(const nn::CompiledModel &m) {
 }  // namespace
 
 int Compile(const Args &args) {
-  std::string model, out, device, precision = "fp32";
+  std::string model, out, device, precision = "auto";
   nn::CompileOptions options;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string &a = args[i];
@@ -77,11 +77,10 @@ int Compile(const Args &args) {
   }
   if (model.empty() || out.empty())
     return Fail(op::InvalidArgument("compile: usage: opc compile MODEL.onnx -o MODEL.opm"));
-  auto prec = nn::ParsePrecision(precision);
+  Status prec = nn::SetPrecision(precision, nn::Precision::kFp32, &options);
   if (!prec.ok())
-    return Fail(prec.status());
-  options.precision = *prec;
-  auto codegen = OptionsFor(device, *prec);
+    return Fail(prec);
+  auto codegen = OptionsFor(device, options.precision);
   if (!codegen.ok())
     return Fail(codegen.status());
   auto t0 = std::chrono::steady_clock::now();
@@ -105,10 +104,8 @@ StatusOr<std::vector<nn::Tensor>> RunOnDevice(const RunRequest &request) {
   if (!(*device)->fallback().empty())
     std::fprintf(stderr, "opc: warning: %s\n", (*device)->fallback().c_str());
   nn::CompileOptions options;
-  auto prec = nn::ParsePrecision(request.precision.empty() ? "fp32" : request.precision);
-  if (!prec.ok())
-    return prec.status();
-  options.precision = *prec;
+  OP_RETURN_IF_ERROR(nn::SetPrecision(request.precision.empty() ? "auto" : request.precision,
+                                      nn::Precision::kFp32, &options));
   options.shapes = request.shapes;
   // Inputs with symbolic dims take their shapes from the data (as the reference run does).
   for (const nn::Tensor &t : request.inputs)

@@ -47,7 +47,7 @@ std::string Grid(const nn::KernelDesc &k) {
 }  // namespace
 
 int Profile(const Args &args) {
-  std::string model, device = "auto", precision = "fp32";
+  std::string model, device = "auto", precision = "auto";
   int runs = 10, top = 25, show = -1;
   nn::CompileOptions options;
   for (size_t i = 0; i < args.size(); i++) {
@@ -86,10 +86,9 @@ int Profile(const Args &args) {
   if (model.empty())
     return Fail(op::InvalidArgument(
         "profile: usage: opc profile MODEL [--runs N] [--top K] [--source LAUNCH]"));
-  auto prec = nn::ParsePrecision(precision);
+  Status prec = nn::SetPrecision(precision, nn::Precision::kFp32, &options);
   if (!prec.ok())
-    return Fail(prec.status());
-  options.precision = *prec;
+    return Fail(prec);
   auto dev = cl::Device::Open(device);
   if (!dev.ok())
     return Fail(dev.status());

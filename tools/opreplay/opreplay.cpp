@@ -77,7 +77,8 @@ const char *kUsage =
     "  --policy FILE        policy network\n"
     "  --supercombo FILE    a combined network instead of --vision/--policy\n"
     "  --device DEV         OpenCL device: auto, gpu, cpu, P:D or a name part (default auto)\n"
-    "  --precision P        auto, fp32 or fp16 (default auto)\n"
+    "  --precision P        auto, fp32, fp16 or int8 (default auto: int8 for a quantized\n"
+    "                       model, else fp16 where the device computes in half)\n"
     "  --single-camera      use only fcamera.hevc (it also serves as the wide input)\n"
     "  --rpy R,P,Y          calibration in radians when the route has no log\n"
     "  --ground-truth FILE  draw a synthetic drive's ground truth (groundtruth.json) in yellow\n"
@@ -459,8 +460,9 @@ int ParseArgs(int argc, char **argv, Options *o) {
     std::fprintf(stderr, "opreplay: give --vision and --policy, or --supercombo\n");
     return 2;
   }
-  if (o->precision != "auto" && o->precision != "fp32" && o->precision != "fp16") {
-    std::fprintf(stderr, "opreplay: --precision is auto, fp32 or fp16, not \"%s\"\n",
+  if (o->precision != "auto" && o->precision != "fp32" && o->precision != "fp16" &&
+      o->precision != "int8") {
+    std::fprintf(stderr, "opreplay: --precision is auto, fp32, fp16 or int8, not \"%s\"\n",
                  o->precision.c_str());
     return 2;
   }

@@ -6,9 +6,13 @@
 GType gst_op_precision_get_type(void) {
   static gsize type = 0;
   static const GEnumValue values[] = {
-      {int(op::net::Precision::kAuto), "fp16 where the device computes in half, else fp32", "auto"},
+      {int(op::net::Precision::kAuto),
+       "int8 for a quantized model, else fp16 where the device computes in half, else fp32",
+       "auto"},
       {int(op::net::Precision::kFp32), "float32 storage and compute", "fp32"},
       {int(op::net::Precision::kFp16), "float16 storage", "fp16"},
+      {int(op::net::Precision::kInt8),
+       "a quantized model's integer ops, float parts in float32 (needs a quantized model)", "int8"},
       {0, nullptr, nullptr},
   };
   if (g_once_init_enter(&type)) {

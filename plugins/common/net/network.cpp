@@ -26,6 +26,8 @@ const char *PrecisionName(Precision p) {
       return "fp32";
     case Precision::kFp16:
       return "fp16";
+    case Precision::kInt8:
+      return "int8";
   }
   return "unknown";
 }
@@ -186,11 +188,23 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
                                                const std::string &path, Precision precision,
                                                const cl::BuildProgress &progress) {
   nn::CompileOptions options;
-  // auto: half storage where the device computes in half, as openpilot's networks are fp16.
-  options.precision =
-      precision == Precision::kFp16 || (precision == Precision::kAuto && device->caps().fp16)
-          ? nn::Precision::kFp16
-          : nn::Precision::kFp32;
+  // auto: int8 for a quantized model, else half storage where the device computes in half, as
+  // openpilot's networks are fp16.
+  switch (precision) {
+    case Precision::kAuto:
+      options.precision = device->caps().fp16 ? nn::Precision::kFp16 : nn::Precision::kFp32;
+      options.auto_precision = true;
+      break;
+    case Precision::kFp32:
+      options.precision = nn::Precision::kFp32;
+      break;
+    case Precision::kFp16:
+      options.precision = nn::Precision::kFp16;
+      break;
+    case Precision::kInt8:
+      options.precision = nn::Precision::kInt8;
+      break;
+  }
   nn::LoadInfo load;
   auto model = nn::LoadOrCompile(path, *device, options, &load);
   if (!model.ok())

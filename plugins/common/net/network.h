@@ -18,9 +18,10 @@
 
 namespace op::net {
 
-// Storage precision asked of the compiler: auto = fp16 where the device computes in half
-// (cl_khr_fp16), else fp32.
-enum class Precision { kAuto = 0, kFp32 = 1, kFp16 = 2 };
+// Precision asked of the compiler: auto = int8 for a quantized model, else fp16 where the device
+// computes in half (cl_khr_fp16), else fp32; a compiled model (.opm) keeps its own. int8 needs a
+// quantized model (QDQ or QLinear ops); a float model asked for int8 is an error.
+enum class Precision { kAuto = 0, kFp32 = 1, kFp16 = 2, kInt8 = 3 };
 const char *PrecisionName(Precision p);
 
 class Network {
