@@ -93,7 +93,7 @@ const char *kUsage =
     "  --realtime[=RATE]    behave like a live camera: release each frame at its capture time\n"
     "                       (RATE times real time, default 1) and answer as a live source, so\n"
     "                       opwarp drops frames when the device falls behind (counted in the\n"
-    "                       summary and in modelV2.frameDropPerc)\n"
+    "                       summary and in modelV2.frameDropPerc); needs --single-camera\n"
     "  --dump-inputs DIR    write every run's network inputs to DIR as <input>-<frame>.npy\n"
     "                       (calibration data for opc quantize; slow: waits per frame)\n";
 
@@ -115,7 +115,8 @@ std::string Quote(const std::string &s) {
 // ---- Running ------------------------------------------------------------------------------
 
 // --realtime: the cameras' frames are released at their capture times (PTS), RATE times faster
-// than real time. The first frame goes at once and the others wait until its output has left
+// than real time. Each camera's first frame goes at once (the networks need both cameras' for
+// their first run) and the others wait until its output has left
 // the networks (Ready): a first run compiles the networks, and a camera started then would see
 // all its first frames dropped. From then on the clock runs from the next frame either camera
 // releases. A frame that is already late goes at once: like a camera's, it does not wait for
@@ -124,20 +125,16 @@ struct RealtimeClock {
   double rate = 0.0;  // 0: off, every frame goes as soon as it is decoded
   std::mutex lock;
   std::condition_variable ready_cv;
-  bool first_gone = false, ready = false, started = false;
+  bool ready = false, started = false;
   std::chrono::steady_clock::time_point origin;
   GstClockTime origin_pts = 0;
 
-  void WaitFor(GstClockTime pts) {
-    if (rate <= 0.0 || !GST_CLOCK_TIME_IS_VALID(pts))
+  void WaitFor(GstClockTime pts, bool camera_first) {
+    if (rate <= 0.0 || camera_first || !GST_CLOCK_TIME_IS_VALID(pts))
       return;
     std::chrono::steady_clock::time_point due;
     {
       std::unique_lock<std::mutex> guard(lock);
-      if (!first_gone) {
-        first_gone = true;
-        return;
-      }
       ready_cv.wait(guard, [this] { return ready; });
       if (!started) {
         started = true;
@@ -211,7 +208,7 @@ GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
   // --realtime: the decoder's thread waits for the frame's capture time (the only wait per
   // frame, and the point of the option); without it this returns at once.
   if (feed->clock)
-    feed->clock->WaitFor(pts);
+    feed->clock->WaitFor(pts, feed->frames == 0);
   while (feed->changes && feed->next < feed->changes->size() && GST_CLOCK_TIME_IS_VALID(pts) &&
          (*feed->changes)[feed->next].time_ns <= pts) {
     const Rpy &r = (*feed->changes)[feed->next].rpy;
@@ -883,6 +880,13 @@ int main(int argc, char **argv) {
   const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
   const bool two_cameras =
       !o.single_camera && (route.segmented ? stretches[0].wide : FileExists(wide));
+  if (o.realtime > 0 && two_cameras) {
+    // Not supported yet: with both cameras live the replay stops after the first frame.
+    std::fprintf(stderr,
+                 "opreplay: --realtime replays one camera only for now: add "
+                 "--single-camera (the route has ecamera.hevc)\n");
+    return 2;
+  }
   // What the logs say, per stretch in route time (a route folder is one stretch of one segment).
   // OpenRoute read each segment's log once, when it checked the segment.
   std::vector<opreplay::RouteState> states;
