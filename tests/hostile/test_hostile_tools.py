@@ -175,6 +175,10 @@ check(rc != 0 and "--runs 'abc'" in out, f"opc profile --runs abc is an error ({
 rc, out = run(opreplay, "--max-frames", "abc", "route")
 check(rc == 2 and "--max-frames 'abc'" in out,
       f"opreplay --max-frames abc is an error ({rc}: {out.strip()[:160]})")
+for rate in ("abc", "0", "-4", ""):
+    rc, out = run(opreplay, "--realtime=" + rate, "route")
+    check(rc == 2 and f'not "{rate}"' in out,
+          f"opreplay --realtime={rate} is an error ({rc}: {out.strip()[:160]})")
 
 shutil.rmtree(tmp, ignore_errors=True)
 print(f"{len(failures)} failure(s)")

@@ -24,12 +24,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -58,6 +60,7 @@ struct Options {
   bool single_camera = false;
   bool video = true;
   guint64 max_frames = 0;  // 0: the whole route
+  double realtime = 0.0;   // --realtime[=RATE]: frames released at their times / RATE; 0: off
 };
 
 // A calibration that holds from `time_ns` (stream time: ns since the route's first frame) on.
@@ -88,6 +91,10 @@ const char *kUsage =
     "  --long-delay S       longitudinal actuator delay in s when the log has no carParams\n"
     "                       (default 0)\n"
     "  --no-video           write neither the overlay video nor the contact sheet\n"
+    "  --realtime[=RATE]    behave like a live camera: release each frame at its capture time\n"
+    "                       (RATE times real time, default 1) and answer as a live source, so\n"
+    "                       opwarp drops frames when the device falls behind (counted in the\n"
+    "                       summary and in modelV2.frameDropPerc); needs --single-camera\n"
     "  --dump-inputs DIR    write every run's network inputs to DIR as <input>-<frame>.npy\n"
     "                       (calibration data for opc quantize; slow: waits per frame)\n";
 
@@ -108,6 +115,60 @@ std::string Quote(const std::string &s) {
 
 // ---- Running ------------------------------------------------------------------------------
 
+// --realtime: the cameras' frames are released at their capture times (PTS), RATE times faster
+// than real time. Each camera's first frame goes at once (the networks need both cameras' for
+// their first run) and the others wait until its output has left
+// the networks (Ready): a first run compiles the networks, and a camera started then would see
+// all its first frames dropped. From then on the clock runs from the next frame either camera
+// releases. A frame that is already late goes at once: like a camera's, it does not wait for
+// the pipeline.
+struct RealtimeClock {
+  double rate = 0.0;  // 0: off, every frame goes as soon as it is decoded
+  std::mutex lock;
+  std::condition_variable ready_cv;
+  bool ready = false, started = false;
+  std::chrono::steady_clock::time_point origin;
+  GstClockTime origin_pts = 0;
+
+  void WaitFor(GstClockTime pts, bool camera_first) {
+    if (rate <= 0.0 || camera_first || !GST_CLOCK_TIME_IS_VALID(pts))
+      return;
+    std::chrono::steady_clock::time_point due;
+    {
+      std::unique_lock<std::mutex> guard(lock);
+      ready_cv.wait(guard, [this] { return ready; });
+      if (!started) {
+        started = true;
+        origin = std::chrono::steady_clock::now();
+        origin_pts = pts;
+      }
+      const double after_ns = pts > origin_pts ? double(pts - origin_pts) / rate : 0.0;
+      due = origin + std::chrono::nanoseconds(gint64(after_ns));
+    }
+    std::this_thread::sleep_until(due);
+  }
+
+  // The first frame came out of the networks, or the replay ends: the frames go.
+  void Ready() {
+    std::lock_guard<std::mutex> guard(lock);
+    ready = true;
+    ready_cv.notify_all();
+  }
+};
+
+// --realtime: the decoders' latency answer says live, as a camera's does, so opwarp (which asks
+// upstream) bounds the frames on the device and drops the rest. Runs after the decoder answered.
+GstPadProbeReturn LiveLatencyProbe(GstPad *, GstPadProbeInfo *info, gpointer) {
+  GstQuery *query = GST_PAD_PROBE_INFO_QUERY(info);
+  if (GST_QUERY_TYPE(query) != GST_QUERY_LATENCY)
+    return GST_PAD_PROBE_OK;
+  gboolean live = FALSE;
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+  gst_query_parse_latency(query, &live, &min, &max);
+  gst_query_set_latency(query, TRUE, min, max);
+  return GST_PAD_PROBE_OK;
+}
+
 // One camera's calibration feed: a probe on its decoder's output sends an op-calibration event
 // before the first frame at or after each change's time, so opwarp (and, through the tee,
 // opoverlay) switch at exactly that frame.
@@ -120,6 +181,7 @@ struct CameraFeed {
   bool ended = false;
   std::vector<std::string> *report = nullptr;  // "frame N: rpy" lines, road camera only
   int width = 0, height = 0;                   // of the decoded frames
+  RealtimeClock *clock = nullptr;              // --realtime: when frames are released
 };
 
 GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
@@ -144,6 +206,10 @@ GstPadProbeReturn FeedProbe(GstPad *pad, GstPadProbeInfo *info, gpointer data) {
       gst_caps_unref(caps);
   }
   const GstClockTime pts = GST_BUFFER_PTS(buf);
+  // --realtime: the decoder's thread waits for the frame's capture time (the only wait per
+  // frame, and the point of the option); without it this returns at once.
+  if (feed->clock)
+    feed->clock->WaitFor(pts, feed->frames == 0);
   while (feed->changes && feed->next < feed->changes->size() && GST_CLOCK_TIME_IS_VALID(pts) &&
          (*feed->changes)[feed->next].time_ns <= pts) {
     const Rpy &r = (*feed->changes)[feed->next].rpy;
@@ -167,16 +233,24 @@ struct StageTimes {
   std::mutex lock;
   guint64 frames = 0;
   guint64 ns[GST_OP_STAGE_COUNT] = {};
+  // The frame-drop percentage the messages publish (modelV2.frameDropPerc): the last and the
+  // largest.
+  double drop_perc_last = 0.0, drop_perc_max = 0.0;
+  RealtimeClock *clock = nullptr;  // --realtime: told when the first frame is out
 };
 
 GstPadProbeReturn StageProbe(GstPad *, GstPadProbeInfo *info, gpointer data) {
   auto *times = static_cast<StageTimes *>(data);
+  if (times->clock)
+    times->clock->Ready();
   GstOpFrameMeta *meta = gst_buffer_get_op_frame_meta(GST_PAD_PROBE_INFO_BUFFER(info));
   if (meta) {
     std::lock_guard<std::mutex> guard(times->lock);
     times->frames++;
     for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
       times->ns[s] += meta->stage_ns[s];
+    times->drop_perc_last = meta->frame_drop_perc;
+    times->drop_perc_max = std::max(times->drop_perc_max, double(meta->frame_drop_perc));
   }
   return GST_PAD_PROBE_OK;
 }
@@ -294,6 +368,7 @@ struct Run {
   GMainLoop *loop = nullptr;
   GstElement *pipeline = nullptr;
   GstElement *vision = nullptr, *policy = nullptr, *sink = nullptr, *overlay = nullptr;
+  GstElement *road_warp = nullptr, *wide_warp = nullptr;
   std::chrono::steady_clock::time_point start;
   CameraFeed road, wide;
   bool failed = false;
@@ -442,6 +517,20 @@ int ParseArgs(int argc, char **argv, Options *o) {
       o->single_camera = true;
     } else if (a == "--no-video") {
       o->video = false;
+    } else if (a == "--realtime") {
+      o->realtime = 1.0;
+    } else if (a.rfind("--realtime=", 0) == 0) {
+      const std::string text = a.substr(std::strlen("--realtime="));
+      char *end = nullptr;
+      const double x = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end || !std::isfinite(x) || x < 0.01 || x > 1000) {
+        std::fprintf(stderr,
+                     "opreplay: --realtime=RATE takes a rate from 0.01 to 1000 (times real "
+                     "time), not \"%s\"\n",
+                     text.c_str());
+        return 2;
+      }
+      o->realtime = x;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "opreplay: unknown option %s\n%s", a.c_str(), kUsage);
       return 2;
@@ -488,6 +577,8 @@ struct PartResult {
   bool failed = false;
   guint64 road_frames = 0, wide_frames = 0;
   guint64 evaluated = 0, skipped = 0, out_of_sync = 0, messages = 0;
+  guint64 road_warped = 0, road_dropped = 0, wide_warped = 0, wide_dropped = 0;
+  double drop_perc_last = 0.0, drop_perc_max = 0.0;
   double vision_ms = 0, policy_ms = 0, vision_wait_ms = 0, policy_wait_ms = 0;
   guint64 stage_frames = 0;
   guint64 stage_ns[GST_OP_STAGE_COUNT] = {};
@@ -580,15 +671,25 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   run.policy = gst_bin_get_by_name(bin, "policy");
   run.sink = gst_bin_get_by_name(bin, "sink");
   run.overlay = gst_bin_get_by_name(bin, "overlay");
+  run.road_warp = gst_bin_get_by_name(bin, "road_warp");
+  run.wide_warp = gst_bin_get_by_name(bin, "wide_warp");
 
   std::vector<std::string> &calibration_report = result->calibration_report;
   run.road = {"road", &changes, 0, 0, in.max_frames, false, &calibration_report};
   run.wide = {"wide", &changes, 0, 0, in.max_frames, false, nullptr};
+  RealtimeClock realtime;
+  realtime.rate = o.realtime;
   for (auto [name, feed] : {std::pair{"road_dec", &run.road}, std::pair{"wide_dec", &run.wide}}) {
     GstElement *dec = gst_bin_get_by_name(bin, name);
     if (!dec)
       continue;
     GstPad *pad = gst_element_get_static_pad(dec, "src");
+    if (o.realtime > 0) {
+      feed->clock = &realtime;
+      gst_pad_add_probe(
+          pad, GstPadProbeType(GST_PAD_PROBE_TYPE_QUERY_UPSTREAM | GST_PAD_PROBE_TYPE_PULL),
+          LiveLatencyProbe, nullptr, nullptr);
+    }
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, FeedProbe, feed, nullptr);
     gst_object_unref(pad);
     gst_object_unref(dec);
@@ -609,6 +710,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
       !route_state.long_delay.empty())
     opreplay::AddCarStateProbe(run.sink, &car_feed);
   StageTimes times;
+  if (o.realtime > 0)
+    times.clock = &realtime;
   {
     GstElement *last = run.policy ? run.policy : run.vision;
     GstPad *pad = gst_element_get_static_pad(last, "src");
@@ -639,6 +742,7 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   }
   g_source_remove(progress);
   g_source_remove(watch);
+  realtime.Ready();  // no decoder thread may still wait when the pipeline stops
   OnProgress(&run);
   std::fputs("\n", stderr);
   result->secs =
@@ -649,6 +753,10 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   result->skipped = Stat(run.vision, "skipped");
   result->out_of_sync = Stat(run.vision, "out-of-sync");
   result->messages = Stat(run.sink, "messages");
+  result->road_warped = Stat(run.road_warp, "frames");
+  result->road_dropped = Stat(run.road_warp, "dropped");
+  result->wide_warped = Stat(run.wide_warp, "frames");
+  result->wide_dropped = Stat(run.wide_warp, "dropped");
   result->vision_ms = StatMs(run.vision, "device-time");
   result->policy_ms = StatMs(run.policy, "device-time");
   result->vision_wait_ms = StatMs(run.vision, "mean-time");
@@ -667,6 +775,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
     result->stage_frames = times.frames;
     for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
       result->stage_ns[s] = times.ns[s];
+    result->drop_perc_last = times.drop_perc_last;
+    result->drop_perc_max = times.drop_perc_max;
   }
   if (run.overlay) {
     result->overlay = true;
@@ -674,7 +784,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
     result->overlay_predictions = Stat(run.overlay, "predictions");
     result->overlay_held = Stat(run.overlay, "held");
   }
-  for (GstElement *e : {run.vision, run.policy, run.sink, run.overlay})
+  for (GstElement *e :
+       {run.vision, run.policy, run.sink, run.overlay, run.road_warp, run.wide_warp})
     if (e)
       gst_object_unref(e);
   gst_object_unref(run.pipeline);
@@ -699,6 +810,12 @@ void Accumulate(const PartResult &part, PartResult *total) {
   total->skipped += part.skipped;
   total->out_of_sync += part.out_of_sync;
   total->messages += part.messages;
+  total->road_warped += part.road_warped;
+  total->road_dropped += part.road_dropped;
+  total->wide_warped += part.wide_warped;
+  total->wide_dropped += part.wide_dropped;
+  total->drop_perc_last = part.drop_perc_last;
+  total->drop_perc_max = std::max(total->drop_perc_max, part.drop_perc_max);
   total->stage_frames += part.stage_frames;
   for (int s = 0; s < GST_OP_STAGE_COUNT; s++)
     total->stage_ns[s] += part.stage_ns[s];
@@ -765,6 +882,13 @@ int main(int argc, char **argv) {
   const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
   const bool two_cameras =
       !o.single_camera && (route.segmented ? stretches[0].wide : FileExists(wide));
+  if (o.realtime > 0 && two_cameras) {
+    // Not supported yet: with both cameras live the replay stops after the first frame.
+    std::fprintf(stderr,
+                 "opreplay: --realtime replays one camera only for now: add "
+                 "--single-camera (the route has ecamera.hevc)\n");
+    return 2;
+  }
   // What the logs say, per stretch in route time (a route folder is one stretch of one segment).
   // OpenRoute read each segment's log once, when it checked the segment.
   std::vector<opreplay::RouteState> states;
@@ -941,12 +1065,25 @@ int main(int argc, char **argv) {
   std::printf("  frames in        %" G_GUINT64_FORMAT " road", total.road_frames);
   if (two_cameras)
     std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_frames);
-  std::printf("\n  evaluated        %" G_GUINT64_FORMAT "\n", total.evaluated);
+  std::printf("\n  warped           %" G_GUINT64_FORMAT " road", total.road_warped);
+  if (two_cameras)
+    std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_warped);
+  std::printf("\n  dropped          %" G_GUINT64_FORMAT " road", total.road_dropped);
+  if (two_cameras)
+    std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_dropped);
+  std::printf(" (%s)\n", o.realtime > 0 ? "by opwarp: the device fell behind the live frames"
+                                        : "none: not live, every frame is processed");
+  std::printf("  evaluated        %" G_GUINT64_FORMAT "\n", total.evaluated);
+  std::printf("  frameDropPerc    %.2f last, %.2f largest (published in modelV2)\n",
+              total.drop_perc_last, total.drop_perc_max);
   std::printf("  skipped          %" G_GUINT64_FORMAT " (after a frame drop)\n", total.skipped);
   std::printf("  out-of-sync      %" G_GUINT64_FORMAT " pairs\n", total.out_of_sync);
   std::printf("  messages         %" G_GUINT64_FORMAT "\n", total.messages);
-  std::printf("  speed            %.2f frames/s (%.1f s)\n",
-              secs > 0 ? total.road_frames / secs : 0, secs);
+  std::printf("  speed            %.2f frames/s (%.1f s)", secs > 0 ? total.road_frames / secs : 0,
+              secs);
+  if (o.realtime > 0)
+    std::printf(", frames released in real time × %g", o.realtime);
+  std::printf("\n");
   {
     const double n = total.stage_frames ? double(total.stage_frames) : 1.0;
     std::printf(

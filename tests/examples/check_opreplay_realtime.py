@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""opreplay --realtime on a route folder made from the sample drive (make_route: a log with a
+roadCameraState per frame, ids 0..): the frames are released at their capture times, many times
+faster than real time (--realtime=RATE), so the device falls behind and opwarp drops frames
+before their upload. Checks, against the log the replay wrote:
+
+- frames in = warped + dropped, and dropped > 0;
+- the frame ids missing from the log's modelV2 messages are exactly the dropped frames and the
+  frames after a drop that are warped but not evaluated (openpilot's rule), i.e. dropped + skipped;
+- one modelV2 per evaluated frame, and frameDropPerc > 0 in the log (the drops are published);
+- the log is complete (every message reads back).
+
+Then the same route without --realtime: 0 dropped, every frame evaluated, frameDropPerc 0.
+
+  check_opreplay_realtime.py OPREPLAY MAKE_ROUTE SCHEMA DRIVE_DIR VISION POLICY
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FRAMES = 60  # replayed road frames (the sample has 200)
+RATE = 50    # times real time: a frame every 1 ms, far faster than the device evaluates them
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def number(stdout, pattern):
+    m = re.search(pattern, stdout, re.M)
+    return [float(g) for g in m.groups()] if m else None
+
+
+def replay(opreplay, env, route, out, vision, policy, extra):
+    proc = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy, "--out", out,
+                           "--max-frames", str(FRAMES), "--no-video", "--single-camera"] + extra,
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    print(proc.stdout)
+    sys.stderr.write(proc.stderr[-3000:])
+    check(proc.returncode == 0, f"opreplay {' '.join(extra)} exit status {proc.returncode}")
+    return proc.stdout
+
+
+def read_models(log, path):
+    raw = subprocess.run(["zstd", "-d", "-c", path], stdout=subprocess.PIPE, check=True).stdout
+    return [e.modelV2 for e in log.Event.read_multiple_bytes(raw) if e.which() == "modelV2"]
+
+
+def main():
+    if len(sys.argv) != 7:
+        print(__doc__)
+        return 2
+    opreplay, make_route, schema, drive, vision, policy = sys.argv[1:]
+    if shutil.which("zstd") is None:
+        print("zstd not installed: skipped")
+        return 77
+    import capnp
+    capnp.remove_import_hook()
+    log = capnp.load(schema, imports=["/usr/include", "/usr/local/include"])
+
+    env = dict(os.environ)
+    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
+    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
+    os.makedirs(reg_dir, exist_ok=True)
+    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+
+    work = tempfile.mkdtemp(prefix="opreplay-realtime-")
+    try:
+        route = os.path.join(work, "route")
+        os.makedirs(route)
+        calib = "0.012,0.021,-0.016"
+        subprocess.run([make_route, route, drive, "200", "200", calib, calib], check=True)
+
+        # ---- Live: released at 50x real time.
+        out = os.path.join(work, "live")
+        stdout = replay(opreplay, env, route, out, vision, policy, [f"--realtime={RATE}"])
+        fed = number(stdout, r"^\s*frames in\s+(\d+) road$")
+        warped = number(stdout, r"^\s*warped\s+(\d+) road$")
+        dropped = number(stdout, r"^\s*dropped\s+(\d+) road")
+        evaluated = number(stdout, r"^\s*evaluated\s+(\d+)$")
+        skipped = number(stdout, r"^\s*skipped\s+(\d+)")
+        perc = number(stdout, r"^\s*frameDropPerc\s+([\d.]+) last, ([\d.]+) largest")
+        check(None not in (fed, warped, dropped, evaluated, skipped, perc),
+              "the summary gives frames in, warped, dropped, evaluated, skipped, frameDropPerc")
+        if failures:
+            return 1
+        fed, warped, dropped = int(fed[0]), int(warped[0]), int(dropped[0])
+        evaluated, skipped = int(evaluated[0]), int(skipped[0])
+        check(fed == FRAMES, f"{fed} frames in, {FRAMES} wanted")
+        check(warped + dropped == fed, f"warped {warped} + dropped {dropped} = frames in {fed}")
+        check(dropped > 0, f"frames dropped at opwarp ({dropped}) when released at {RATE}x")
+        models = read_models(log, os.path.join(out, "rlog.zst"))
+        ids = [m.frameId for m in models]
+        check(len(models) == evaluated, f"{len(models)} modelV2 messages, {evaluated} evaluated")
+        check(ids == sorted(set(ids)), "frame ids increase")
+        missing = len(set(range(FRAMES)) - set(ids))
+        check(missing == dropped + skipped,
+              f"frame ids missing from the log ({missing}) = dropped {dropped} + skipped {skipped}")
+        log_perc = max((m.frameDropPerc for m in models), default=0.0)
+        check(log_perc > 0, f"frameDropPerc in the log is non-zero (largest {log_perc:.2f})")
+        check(abs(perc[1] - log_perc) <= 0.005 + 1e-6,  # the summary prints 2 decimals
+              f"the summary's largest frameDropPerc ({perc[1]:.2f}) is the log's ({log_perc:.2f})")
+
+        # ---- Not live: every frame processed.
+        out = os.path.join(work, "file")
+        stdout = replay(opreplay, env, route, out, vision, policy, [])
+        dropped = number(stdout, r"^\s*dropped\s+(\d+) road")
+        evaluated = number(stdout, r"^\s*evaluated\s+(\d+)$")
+        check(dropped == [0], f"no frame dropped without --realtime ({dropped})")
+        check(evaluated == [FRAMES], f"every frame evaluated without --realtime ({evaluated})")
+        models = read_models(log, os.path.join(out, "rlog.zst"))
+        check([m.frameId for m in models] == list(range(FRAMES)), "frame ids 0.. none missing")
+        check(all(m.frameDropPerc == 0 for m in models), "frameDropPerc 0 in every message")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
