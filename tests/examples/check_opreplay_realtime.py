@@ -4,10 +4,15 @@ roadCameraState per frame, ids 0..): the frames are released at their capture ti
 faster than real time (--realtime=RATE), so the device falls behind and opwarp drops frames
 before their upload. Checks, against the log the replay wrote:
 
-- frames in = warped + dropped, and dropped > 0;
+- frames in = warped + dropped;
 - the frame ids missing from the log's modelV2 messages are exactly the dropped frames and the
   frames after a drop that are warped but not evaluated (openpilot's rule), i.e. dropped + skipped;
-- one modelV2 per evaluated frame, and frameDropPerc > 0 in the log (the drops are published);
+- one modelV2 per evaluated frame, and each message's frameDropPerc is openpilot's filter
+  recomputed here from the log's frame ids (the drops are published).
+
+Whether the device falls behind depends on the machine: where no frame was dropped, or none after
+the filter's first 10 frames, the run checks what it can and exits 77 (skipped), saying what it
+could not show.
 - the log is complete (every message reads back).
 
 Then the same route without --realtime: 0 dropped, every frame evaluated, frameDropPerc 0.
@@ -26,6 +31,35 @@ FRAMES = 60  # replayed road frames (the sample has 200)
 RATE = 50    # times real time: a frame every 1 ms, far faster than the device evaluates them
 
 failures = []
+unexercised = []  # what this run could not show (the device kept up): reported as a skip
+
+
+def expected_drop_perc(ids, fed):
+    """openpilot's frameDropPerc for each evaluated id, recomputed here from the log's ids alone.
+
+    Frames missing from the log come in runs: the dropped frames, then the one frame after them
+    that is warped but not evaluated. Every warped frame feeds min(gap, 10) through a first-order
+    filter (dt 0.05 s, tau 10 s) held at 0 for the first 10 frames; perc = 100 f / (1 + f)."""
+    present = set(ids)
+    warped, run = [], []
+    for i in range(fed):
+        if i in present:
+            if run:  # the last of a missing run was warped (skipped), the others were dropped
+                warped.append(run[-1])
+                run = []
+            warped.append(i)
+        else:
+            run.append(i)
+    k = 0.05 / (10.0 + 0.05)
+    f, prev, out = 0.0, -1, {}
+    for n, i in enumerate(warped):
+        f = (1.0 - k) * f + k * min(i - prev - 1, 10)
+        if n < 10:
+            f = 0.0
+        prev = i
+        if i in present:
+            out[i] = 100.0 * f / (1.0 + f)
+    return out
 
 
 def check(cond, what):
@@ -96,7 +130,8 @@ def main():
         evaluated, skipped = int(evaluated[0]), int(skipped[0])
         check(fed == FRAMES, f"{fed} frames in, {FRAMES} wanted")
         check(warped + dropped == fed, f"warped {warped} + dropped {dropped} = frames in {fed}")
-        check(dropped > 0, f"frames dropped at opwarp ({dropped}) when released at {RATE}x")
+        if dropped == 0:
+            unexercised.append(f"no frame was dropped at {RATE}x: the device kept up with the decoder")
         models = read_models(log, os.path.join(out, "rlog.zst"))
         ids = [m.frameId for m in models]
         check(len(models) == evaluated, f"{len(models)} modelV2 messages, {evaluated} evaluated")
@@ -105,7 +140,12 @@ def main():
         check(missing == dropped + skipped,
               f"frame ids missing from the log ({missing}) = dropped {dropped} + skipped {skipped}")
         log_perc = max((m.frameDropPerc for m in models), default=0.0)
-        check(log_perc > 0, f"frameDropPerc in the log is non-zero (largest {log_perc:.2f})")
+        want = expected_drop_perc(ids, FRAMES)
+        worst = max((abs(m.frameDropPerc - want[m.frameId]) for m in models), default=0.0)
+        check(worst <= 1e-3, f"frameDropPerc in every message is openpilot's filter over the "
+                             f"log's ids (largest {log_perc:.3f}, worst difference {worst:.2e})")
+        if max(want.values(), default=0.0) == 0.0:
+            unexercised.append("no drop after the filter's first 10 frames: frameDropPerc stays 0")
         check(abs(perc[1] - log_perc) <= 0.005 + 1e-6,  # the summary prints 2 decimals
               f"the summary's largest frameDropPerc ({perc[1]:.2f}) is the log's ({log_perc:.2f})")
 
@@ -122,7 +162,12 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    if failures:
+        return 1
+    if unexercised:  # nothing failed, but the live drops were not shown on this run
+        print("not shown on this machine: " + "; ".join(unexercised))
+        return 77
+    return 0
 
 
 if __name__ == "__main__":
