@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "system_plugins.h"
 #include "log.capnp.h"
 #include "op/gstop.h"
 
@@ -37,30 +38,6 @@ std::string Model(const char *name) {
 }
 
 // The test registry holds our plugin only; these come from the system's gst-plugins-base.
-bool LoadSystemPlugins(std::string *why) {
-  gst_init(nullptr, nullptr);
-  const struct {
-    const char *plugin, *file;
-  } needed[] = {{"coreelements", "libgstcoreelements.so"},
-                {"rawparse", "libgstrawparse.so"},
-                {"app", "libgstapp.so"}};
-  for (const auto &n : needed) {
-    if (GstPlugin *found = gst_registry_find_plugin(gst_registry_get(), n.plugin)) {
-      gst_object_unref(found);
-      continue;
-    }
-    GError *err = nullptr;
-    GstPlugin *p =
-        gst_plugin_load_file((std::string(OP_GST_PLUGINS_DIR "/") + n.file).c_str(), &err);
-    if (!p) {
-      *why = std::string(n.file) + ": " + (err ? err->message : "?");
-      return false;
-    }
-    gst_object_unref(p);
-  }
-  return true;
-}
-
 struct Message {
   std::string service;
   std::vector<capnp::word> words;
@@ -174,7 +151,10 @@ class DriveIdsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!LoadSystemPlugins(&why))
+    if (!LoadSystemPlugins({{"coreelements", "libgstcoreelements.so"},
+                            {"rawparse", "libgstrawparse.so"},
+                            {"app", "libgstapp.so"}},
+                           &why))
       GTEST_SKIP() << why;
   }
 };

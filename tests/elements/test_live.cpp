@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "system_plugins.h"
 #include "log.capnp.h"
 #include "op/gstop.h"
 
@@ -42,28 +43,6 @@ std::string Model(const char *name) {
 double EnvNumber(const char *name, double fallback) {
   const char *v = std::getenv(name);
   return v && *v ? std::atof(v) : fallback;
-}
-
-bool LoadSystemPlugins(std::string *why) {
-  gst_init(nullptr, nullptr);
-  const struct {
-    const char *plugin, *file;
-  } needed[] = {{"coreelements", "libgstcoreelements.so"}, {"app", "libgstapp.so"}};
-  for (const auto &n : needed) {
-    if (GstPlugin *found = gst_registry_find_plugin(gst_registry_get(), n.plugin)) {
-      gst_object_unref(found);
-      continue;
-    }
-    GError *err = nullptr;
-    GstPlugin *p =
-        gst_plugin_load_file((std::string(OP_GST_PLUGINS_DIR "/") + n.file).c_str(), &err);
-    if (!p) {
-      *why = std::string(n.file) + ": " + (err ? err->message : "?");
-      return false;
-    }
-    gst_object_unref(p);
-  }
-  return true;
 }
 
 guint64 Stat(GstElement *e, const char *name) {
@@ -182,7 +161,8 @@ class LiveTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::string why;
-    if (!LoadSystemPlugins(&why))
+    if (!LoadSystemPlugins({{"coreelements", "libgstcoreelements.so"}, {"app", "libgstapp.so"}},
+                           &why))
       GTEST_SKIP() << why;
     frame_.resize(kFrameBytes);
     std::mt19937 rng(7);
