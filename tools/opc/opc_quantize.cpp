@@ -824,16 +824,23 @@ int Quantize(const Args &args) {
     std::vector<Error> alone(layers.size());
     Error all;
     std::vector<bool> one(layers.size(), false);
-    for (const auto &f : files) {
-      auto inputs = ReadFrame(g, f);
-      if (!inputs.ok())
-        return Fail(inputs.status());
-      auto base = runner.RunFloat(*inputs, [](TensorId, const Tensor &) {});
-      if (!base.ok())
-        return Fail(base.status());
+    // One calibration frame in float: every value (what the quantized runs start from).
+    auto run_float =
+        [&](const std::map<std::string, std::string> &f) -> StatusOr<std::vector<Tensor>> {
+      OP_ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadFrame(g, f));
+      return runner.RunFloat(inputs, [](TensorId, const Tensor &) {});
+    };
+    auto outputs_of = [&](const std::vector<Tensor> &values) {
       std::vector<Tensor> ref;
       for (TensorId id : g.outputs)
-        ref.push_back((*base)[id]);
+        ref.push_back(values[id]);
+      return ref;
+    };
+    for (const auto &f : files) {
+      auto base = run_float(f);
+      if (!base.ok())
+        return Fail(base.status());
+      const std::vector<Tensor> ref = outputs_of(*base);
       for (size_t l = 0; l < layers.size(); ++l) {
         one.assign(layers.size(), false);
         one[l] = true;
@@ -883,19 +890,13 @@ int Quantize(const Args &args) {
       // Frame by frame again: one frame's values at a time bound the memory.
       Error mixed;
       for (const auto &f : files) {
-        auto inputs = ReadFrame(g, f);
-        if (!inputs.ok())
-          return Fail(inputs.status());
-        auto base = runner.RunFloat(*inputs, [](TensorId, const Tensor &) {});
+        auto base = run_float(f);
         if (!base.ok())
           return Fail(base.status());
-        std::vector<Tensor> ref;
-        for (TensorId id : g.outputs)
-          ref.push_back((*base)[id]);
         auto got = runner.RunQuantized(*base, quantized);
         if (!got.ok())
           return Fail(got.status());
-        mixed.Add(ref, *got);
+        mixed.Add(outputs_of(*base), *got);
       }
       std::printf("with those in float: rel-rms %.3g, max-abs %.3g\n", mixed.relative_rms(),
                   mixed.max_abs);
