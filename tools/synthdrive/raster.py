@@ -107,9 +107,9 @@ class Camera:
         r = rot_rpy(rpy).T  # device → ego (calibrated) frame
         u = (np.arange(width, dtype=np.float64) - width / 2.0) / focal
         v = (np.arange(height, dtype=np.float64) - height / 2.0) / focal
-        uu, vv = np.meshgrid(u, v)
-        # Device-frame ray of pixel (u, v): x forward = 1, y right = u, z down = v.
-        d = [r[i, 0] + r[i, 1] * uu + r[i, 2] * vv for i in range(3)]
+        # Device-frame ray of pixel (u, v): x forward = 1, y right = u, z down = v. Rows and
+        # columns broadcast (a pixel's value is (r0 + r1·u) + r2·v either way).
+        d = [(r[i, 0] + r[i, 1] * u)[None, :] + (r[i, 2] * v)[:, None] for i in range(3)]
         norm = np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
         self.dx, self.dy, self.dz = (c.astype(F32) for c in d)
         # Ground: z = +cam_height. Pixels looking down and not hopelessly far hit it.
@@ -118,21 +118,22 @@ class Camera:
         rng = t * norm
         self.ground = np.nonzero((rng < HAZE_DISTANCE).ravel())[0]
         gi = self.ground
-        self.gX = (t * d[0]).ravel()[gi].astype(F32)
-        self.gY = (t * d[1]).ravel()[gi].astype(F32)
-        self.g_range = rng.ravel()[gi].astype(F32)
+        tg, rg = t.ravel()[gi], rng.ravel()[gi]  # per ground pixel from here on
+        self.gX = (tg * d[0].ravel()[gi]).astype(F32)
+        self.gY = (tg * d[1].ravel()[gi]).astype(F32)
+        self.g_range = rg.astype(F32)
         # Footprint of one pixel on the ground: range/f across, range²/(f·height) along (grazing).
-        fl = rng.ravel()[gi] / focal
+        fl = rg / focal
         self.g_foot_l = fl.astype(F32)
-        self.g_foot_s = np.maximum(fl, fl * rng.ravel()[gi] / cam_height).astype(F32)
-        haze = np.clip(rng.ravel()[gi] / HAZE_DISTANCE, 0.0, 1.0)
+        self.g_foot_s = np.maximum(fl, fl * rg / cam_height).astype(F32)
+        haze = np.clip(rg / HAZE_DISTANCE, 0.0, 1.0)
         self.g_haze = (haze * haze).astype(F32)
         # Sky gradient by elevation (ego frame), and lens vignetting, both fixed per pixel.
         elev = np.clip(-d[2] / norm * 1.8, 0.0, 1.0)
         elev = elev * elev * (3.0 - 2.0 * elev)  # smoothstep: no visible band
         self.sky = [(SKY_HORIZON[c] + (SKY_ZENITH[c] - SKY_HORIZON[c]) * elev).astype(F32)
                     for c in range(3)]
-        rr = (uu * uu + vv * vv) * (focal / math.hypot(width / 2.0, height / 2.0)) ** 2
+        rr = ((u * u)[None, :] + (v * v)[:, None]) * (focal / math.hypot(width / 2.0, height / 2.0)) ** 2
         self.vignette = (1.0 - 0.22 * rr).astype(F32)
 
 
