@@ -297,48 +297,63 @@ static inline uint8_t q8(float x) {
   return (uint8_t)minf(maxf(r, 0.0f), 255.0f);
 }
 
-/* One pixel through vignette, glare and the look, then to Y, U, V (raster.to_nv12). */
-static inline void pixel(const sd_finish_args *a, int64_t row, int64_t col, float *y, float *u,
-                         float *v) {
-  int64_t i = row * a->width + col;
-  float c[3];
-  for (int k = 0; k < 3; k++) {
-    float x = a->img[k][i] * a->vignette[i];
-    if (a->glare)
-      x = x + a->glare[i] * a->glare_w[k];
-    if (a->has_gain) {
-      x = x * a->gain[k];
-      if (a->noise > 0.0f)
-        x = x + a->noise * a->noise_table[a->row_start[k * a->height + row] + col];
-    }
-    c[k] = x;
+/* One row's colour after vignette, glare and the look, columns [c0, c0 + m). */
+static inline void look_row(const sd_finish_args *a, int k, int64_t row, int64_t c0, int m,
+                            float *x) {
+  const int64_t i0 = row * a->width + c0;
+  const float *img = a->img[k] + i0, *vig = a->vignette + i0;
+  for (int j = 0; j < m; j++)
+    x[j] = img[j] * vig[j];
+  if (a->glare) {
+    const float *gl = a->glare + i0, w = a->glare_w[k];
+    for (int j = 0; j < m; j++)
+      x[j] = x[j] + gl[j] * w;
   }
-  *y = 16.0f + 219.0f * (0.299f * c[0] + 0.587f * c[1] + 0.114f * c[2]);
-  *u = 128.0f + 224.0f * (-0.168736f * c[0] + -0.331264f * c[1] + 0.5f * c[2]);
-  *v = 128.0f + 224.0f * (0.5f * c[0] + -0.418688f * c[1] + -0.081312f * c[2]);
+  if (a->has_gain) {
+    const float gain = a->gain[k];
+    for (int j = 0; j < m; j++)
+      x[j] = x[j] * gain;
+    if (a->noise > 0.0f) {
+      const float sigma = a->noise;
+      const float *n = a->noise_table + a->row_start[k * a->height + row] + c0;
+      for (int j = 0; j < m; j++)
+        x[j] = x[j] + sigma * n[j];
+    }
+  }
+}
+
+/* Rows 2r and 2r + 1 of the frame, columns [c0, c0 + m) (m even): Y of both rows, and the
+ * interleaved U, V of the 2×2 blocks (raster.to_nv12). */
+SD_CLONES static void finish_block(const sd_finish_args *a, int64_t r, int64_t c0, int m) {
+  float c[3][BLOCK], y[BLOCK], u[2][BLOCK], v[2][BLOCK];
+  const int64_t w = a->width;
+  for (int h = 0; h < 2; h++) {
+    const int64_t row = 2 * r + h;
+    for (int k = 0; k < 3; k++)
+      look_row(a, k, row, c0, m, c[k]);
+    for (int j = 0; j < m; j++) {
+      y[j] = 16.0f + 219.0f * (0.299f * c[0][j] + 0.587f * c[1][j] + 0.114f * c[2][j]);
+      u[h][j] = 128.0f + 224.0f * (-0.168736f * c[0][j] + -0.331264f * c[1][j] + 0.5f * c[2][j]);
+      v[h][j] = 128.0f + 224.0f * (0.5f * c[0][j] + -0.418688f * c[1][j] + -0.081312f * c[2][j]);
+    }
+    uint8_t *yo = a->out + row * w + c0;
+    for (int j = 0; j < m; j++)
+      yo[j] = q8(y[j]);
+  }
+  /* numpy's down(): x[0::2, 0::2] + x[1::2, 0::2] + x[0::2, 1::2] + x[1::2, 1::2]. */
+  uint8_t *uvo = a->out + w * a->height + r * w + c0;
+  for (int j = 0; j < m / 2; j++) {
+    uvo[2 * j] = q8((u[0][2 * j] + u[1][2 * j] + u[0][2 * j + 1] + u[1][2 * j + 1]) * 0.25f);
+    uvo[2 * j + 1] = q8((v[0][2 * j] + v[1][2 * j] + v[0][2 * j + 1] + v[1][2 * j + 1]) * 0.25f);
+  }
 }
 
 void sd_finish(const sd_finish_args *a) {
-  int64_t w = a->width, h2 = a->height / 2;
-  uint8_t *uv = a->out + w * a->height;
+  const int64_t w = a->width, h2 = a->height / 2;
 #pragma omp parallel for schedule(static) num_threads(a->threads)
-  for (int64_t r = 0; r < h2; r++) {
-    uint8_t *y0 = a->out + 2 * r * w, *y1 = y0 + w, *uvr = uv + r * w;
-    for (int64_t col = 0; col < w; col += 2) {
-      float y00, u00, v00, y01, u01, v01, y10, u10, v10, y11, u11, v11;
-      pixel(a, 2 * r, col, &y00, &u00, &v00);
-      pixel(a, 2 * r, col + 1, &y01, &u01, &v01);
-      pixel(a, 2 * r + 1, col, &y10, &u10, &v10);
-      pixel(a, 2 * r + 1, col + 1, &y11, &u11, &v11);
-      y0[col] = q8(y00);
-      y0[col + 1] = q8(y01);
-      y1[col] = q8(y10);
-      y1[col + 1] = q8(y11);
-      /* numpy's down(): x[0::2, 0::2] + x[1::2, 0::2] + x[0::2, 1::2] + x[1::2, 1::2]. */
-      uvr[col] = q8((u00 + u10 + u01 + u11) * 0.25f);
-      uvr[col + 1] = q8((v00 + v10 + v01 + v11) * 0.25f);
-    }
-  }
+  for (int64_t r = 0; r < h2; r++)
+    for (int64_t c0 = 0; c0 < w; c0 += BLOCK)
+      finish_block(a, r, c0, (int)(w - c0 < BLOCK ? w - c0 : BLOCK));
 }
 
 /* Fills the three planes with the sky before the ground is drawn over them. */
