@@ -358,6 +358,7 @@ void sd_finish(const sd_finish_args *a) {
 
 /* Fills the three planes with the sky before the ground is drawn over them. */
 void sd_fill(float *const img[3], const float *const sky[3], int64_t n, int32_t threads) {
+  (void)threads; /* used by OpenMP only */
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int k = 0; k < 3; k++)
     memcpy(img[k], sky[k], (size_t)n * sizeof(float));
