@@ -11,7 +11,9 @@ road), markings are box-filtered over it and texture contrast fades where texels
 a pixel. Beside looking right, this keeps the HEVC stream small (no shimmering far field).
 """
 
+import ctypes
 import math
+import os
 
 import numpy as np
 
@@ -105,9 +107,9 @@ class Camera:
         r = rot_rpy(rpy).T  # device → ego (calibrated) frame
         u = (np.arange(width, dtype=np.float64) - width / 2.0) / focal
         v = (np.arange(height, dtype=np.float64) - height / 2.0) / focal
-        uu, vv = np.meshgrid(u, v)
-        # Device-frame ray of pixel (u, v): x forward = 1, y right = u, z down = v.
-        d = [r[i, 0] + r[i, 1] * uu + r[i, 2] * vv for i in range(3)]
+        # Device-frame ray of pixel (u, v): x forward = 1, y right = u, z down = v. Rows and
+        # columns broadcast (a pixel's value is (r0 + r1·u) + r2·v either way).
+        d = [(r[i, 0] + r[i, 1] * u)[None, :] + (r[i, 2] * v)[:, None] for i in range(3)]
         norm = np.sqrt(d[0] ** 2 + d[1] ** 2 + d[2] ** 2)
         self.dx, self.dy, self.dz = (c.astype(F32) for c in d)
         # Ground: z = +cam_height. Pixels looking down and not hopelessly far hit it.
@@ -116,21 +118,22 @@ class Camera:
         rng = t * norm
         self.ground = np.nonzero((rng < HAZE_DISTANCE).ravel())[0]
         gi = self.ground
-        self.gX = (t * d[0]).ravel()[gi].astype(F32)
-        self.gY = (t * d[1]).ravel()[gi].astype(F32)
-        self.g_range = rng.ravel()[gi].astype(F32)
+        tg, rg = t.ravel()[gi], rng.ravel()[gi]  # per ground pixel from here on
+        self.gX = (tg * d[0].ravel()[gi]).astype(F32)
+        self.gY = (tg * d[1].ravel()[gi]).astype(F32)
+        self.g_range = rg.astype(F32)
         # Footprint of one pixel on the ground: range/f across, range²/(f·height) along (grazing).
-        fl = rng.ravel()[gi] / focal
+        fl = rg / focal
         self.g_foot_l = fl.astype(F32)
-        self.g_foot_s = np.maximum(fl, fl * rng.ravel()[gi] / cam_height).astype(F32)
-        haze = np.clip(rng.ravel()[gi] / HAZE_DISTANCE, 0.0, 1.0)
+        self.g_foot_s = np.maximum(fl, fl * rg / cam_height).astype(F32)
+        haze = np.clip(rg / HAZE_DISTANCE, 0.0, 1.0)
         self.g_haze = (haze * haze).astype(F32)
         # Sky gradient by elevation (ego frame), and lens vignetting, both fixed per pixel.
         elev = np.clip(-d[2] / norm * 1.8, 0.0, 1.0)
         elev = elev * elev * (3.0 - 2.0 * elev)  # smoothstep: no visible band
         self.sky = [(SKY_HORIZON[c] + (SKY_ZENITH[c] - SKY_HORIZON[c]) * elev).astype(F32)
                     for c in range(3)]
-        rr = (uu * uu + vv * vv) * (focal / math.hypot(width / 2.0, height / 2.0)) ** 2
+        rr = ((u * u)[None, :] + (v * v)[:, None]) * (focal / math.hypot(width / 2.0, height / 2.0)) ** 2
         self.vignette = (1.0 - 0.22 * rr).astype(F32)
 
 
@@ -171,27 +174,33 @@ def _periodic_cover(s, foot, period_m, dash_m):
 
 
 class Renderer:
-    def __init__(self, road, cameras, rpy):
+    def __init__(self, road, cameras, rpy, fast=None):
+        """fast: a FastRaster (the compiled per-pixel code) or None for the numpy path."""
         self.road = road
         self.cameras = cameras
         self.tex = Textures()
         self.r_dev_from_ego = rot_rpy(rpy)
-        # Optional per-frame image transform (lighting, noise) on the 3 float32 RGB planes:
-        # look(img, cam, t) -> img. None for the sample drive.
+        # Optional per-frame lighting and noise (variety.Look): look(img, cam, t) -> img on the 3
+        # float32 RGB planes. None for the sample drive.
         self.look = None
+        self.fast = fast
 
-    def _ground(self, cam, pose, lead):
-        """RGB (3 arrays) of the ground pixels of `cam` for this pose."""
+    def _centre_table(self, pose):
+        """The centre line near the car in ego coordinates, resampled on a uniform s grid so a
+        look-up is an index computation, not a search: (x, y, cos, sin) tables and the table's
+        origin relative to the ego's arc length."""
         road = self.road
-        # The centre line near the car, in ego coordinates, resampled on a uniform s grid so a
-        # look-up is an index computation, not a search.
         w = road.window(pose.s - 30.0, pose.s + scene.ROAD_STEP + HAZE_DISTANCE * 1.2)
         s_tab = road.s[w]
         cx, cy = pose.to_ego(road.x[w], road.y[w])
         th = road.theta[w] - pose.heading
         tabs = [cx.astype(F32), cy.astype(F32), np.cos(th).astype(F32), np.sin(th).astype(F32)]
-        n_tab = len(s_tab)
-        s_base = F32(s_tab[0] - pose.s)  # table origin relative to the ego's arc length
+        return tabs, F32(s_tab[0] - pose.s)
+
+    def _ground(self, cam, pose, lead):
+        """RGB (3 arrays) of the ground pixels of `cam` for this pose."""
+        tabs, s_base = self._centre_table(pose)
+        n_tab = len(tabs[0])
 
         X, Y = cam.gX, cam.gY
 
@@ -351,6 +360,8 @@ class Renderer:
         """The camera's image at time t as an NV12 byte string (tightly packed)."""
         pose = scene.Pose(self.road, t)
         lead = scene.Lead(self.road, pose, t) if scene.LEAD_PRESENT else None
+        if self.fast is not None:
+            return self.fast.render(self, cam, t, pose, lead)
         img = [c.copy() for c in cam.sky]
         ground = self._ground(cam, pose, lead)
         for i in range(3):
@@ -404,3 +415,207 @@ def to_nv12(rgb):
     uv[:, 0::2] = q(down(u))
     uv[:, 1::2] = q(down(v))
     return q(y).tobytes() + uv.tobytes()
+
+
+# --- The compiled path: synthraster.c does the per-pixel work of _ground and of the image's last
+# steps (vignette, glare, look, to_nv12) with the same float32 operations as the numpy code
+# above; the lead car (a small screen rectangle) stays in numpy. The structures mirror the C ones.
+
+_MAX_LINES, _MAX_TRACKS, _LAYERS = 8, 16, 3
+_PF = ctypes.POINTER(ctypes.c_float)
+_PI64 = ctypes.POINTER(ctypes.c_int64)
+
+
+class _GroundArgs(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("idx", _PI64),
+                ("gx", _PF), ("gy", _PF), ("foot_l", _PF), ("foot_s", _PF), ("haze", _PF),
+                ("n_tab", ctypes.c_int64),
+                ("tcx", _PF), ("tcy", _PF), ("tcos", _PF), ("tsin", _PF),
+                ("s_base", ctypes.c_float), ("inv_step", ctypes.c_float),
+                ("pos_max", ctypes.c_float), ("pose_s", ctypes.c_float),
+                ("tex", _PF * _LAYERS), ("tex_n", ctypes.c_int64),
+                ("inv_texel", ctypes.c_float * _LAYERS), ("contrast", ctypes.c_float * _LAYERS),
+                ("edge_mid", ctypes.c_float), ("edge_half", ctypes.c_float),
+                ("verge", ctypes.c_float * 3), ("asphalt_minus_verge", ctypes.c_float * 3),
+                ("n_tracks", ctypes.c_int32), ("track_off", ctypes.c_float * _MAX_TRACKS),
+                ("track_half", ctypes.c_float), ("track_dark", ctypes.c_float),
+                ("has_shadows", ctypes.c_int32),
+                ("sh_period", ctypes.c_float), ("sh_length", ctypes.c_float),
+                ("sh_ratio", ctypes.c_float), ("sh_dark", ctypes.c_float),
+                ("sh_centre", ctypes.c_float), ("sh_half", ctypes.c_float),
+                ("has_wear", ctypes.c_int32), ("wear_base", ctypes.c_float),
+                ("wear_k", ctypes.c_float),
+                ("n_lines", ctypes.c_int32), ("line_off", ctypes.c_float * _MAX_LINES),
+                ("line_double", ctypes.c_int32 * _MAX_LINES),
+                ("line_dashed", ctypes.c_int32 * _MAX_LINES),
+                ("paint", (ctypes.c_float * 3) * _MAX_LINES),
+                ("line_half", ctypes.c_float), ("line_gap", ctypes.c_float),
+                ("dash_period", ctypes.c_float), ("dash_length", ctypes.c_float),
+                ("dash_ratio", ctypes.c_float),
+                ("has_lead", ctypes.c_int32),
+                ("lead_s", ctypes.c_float), ("lead_mid", ctypes.c_float),
+                ("lead_half", ctypes.c_float), ("lead_centre", ctypes.c_float),
+                ("lead_across", ctypes.c_float),
+                ("sky_horizon", ctypes.c_float * 3),
+                ("img", _PF * 3), ("threads", ctypes.c_int32)]
+
+
+class _FinishArgs(ctypes.Structure):
+    _fields_ = [("width", ctypes.c_int64), ("height", ctypes.c_int64), ("img", _PF * 3),
+                ("vignette", _PF), ("glare", _PF), ("glare_w", ctypes.c_float * 3),
+                ("has_gain", ctypes.c_int32), ("gain", ctypes.c_float * 3),
+                ("noise", ctypes.c_float), ("noise_table", _PF), ("row_start", _PI64),
+                ("out", ctypes.POINTER(ctypes.c_uint8)), ("threads", ctypes.c_int32)]
+
+
+def _pf(a):
+    assert a.dtype == F32 and a.flags.c_contiguous
+    return a.ctypes.data_as(_PF)
+
+
+def _pi64(a):
+    assert a.dtype == np.int64 and a.flags.c_contiguous
+    return a.ctypes.data_as(_PI64)
+
+
+def library_path(build_root=None):
+    """Where meson builds the compiled rasteriser: BUILD/tools/synthdrive (BUILD: OP_BUILD_ROOT,
+    else the source tree's build/)."""
+    if build_root is None:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        build_root = os.environ.get("OP_BUILD_ROOT", os.path.join(root, "build"))
+    return os.path.join(build_root, "tools", "synthdrive", "libsynthraster.so")
+
+
+class FastRaster:
+    """The compiled per-pixel code (libsynthraster.so). load() returns None where it is not
+    built, and the caller renders with numpy."""
+
+    VERSION = 1
+
+    def __init__(self, lib, threads):
+        self.lib = lib
+        self.threads = max(1, int(threads))
+        lib.sd_ground.argtypes = [ctypes.POINTER(_GroundArgs)]
+        lib.sd_ground.restype = None
+        lib.sd_finish.argtypes = [ctypes.POINTER(_FinishArgs)]
+        lib.sd_finish.restype = None
+        lib.sd_fill.argtypes = [_PF * 3, _PF * 3, ctypes.c_int64, ctypes.c_int32]
+        lib.sd_fill.restype = None
+
+    @classmethod
+    def load(cls, path=None, threads=None):
+        path = path or library_path()
+        if not os.path.isfile(path):
+            return None
+        lib = ctypes.CDLL(path)
+        lib.sd_version.restype = ctypes.c_int
+        if lib.sd_version() != cls.VERSION:
+            raise RuntimeError(f"{path}: version {lib.sd_version()}, raster.py needs "
+                               f"{cls.VERSION} (rebuild)")
+        return cls(lib, threads or os.cpu_count() or 1)
+
+    def _buffers(self, cam):
+        """Per-camera planes and NV12 output, allocated once per camera, reused every frame."""
+        if getattr(cam, "_fast_planes", None) is None:
+            cam._fast_planes = [np.empty((cam.h, cam.w), F32) for _ in range(3)]
+            cam._fast_nv12 = np.empty(cam.w * cam.h * 3 // 2, np.uint8)
+            cam._fast_ground = np.ascontiguousarray(cam.ground, dtype=np.int64)
+        return cam._fast_planes, cam._fast_nv12
+
+    def _ground_args(self, renderer, cam, pose, lead, planes):
+        a = _GroundArgs()
+        gi = cam._fast_ground
+        a.n, a.idx = len(gi), _pi64(gi)
+        a.gx, a.gy, a.foot_l, a.foot_s, a.haze = (_pf(v) for v in (cam.gX, cam.gY, cam.g_foot_l,
+                                                                    cam.g_foot_s, cam.g_haze))
+        tabs, s_base = renderer._centre_table(pose)
+        a.n_tab = len(tabs[0])
+        a.tcx, a.tcy, a.tcos, a.tsin = (_pf(t) for t in tabs)
+        a.s_base, a.inv_step = s_base, F32(1.0 / scene.ROAD_STEP)
+        a.pos_max, a.pose_s = F32(a.n_tab - 1.001), F32(pose.s)
+        tex = renderer.tex
+        for k, (t, texel, contrast) in enumerate(tex.layers):
+            a.tex[k] = _pf(t)
+            a.inv_texel[k], a.contrast[k] = F32(1.0 / texel), F32(contrast)
+        a.tex_n = tex.n
+        e0, e1 = scene.ROAD_EDGE_OFFSETS
+        if e0 == -e1:
+            a.edge_mid, a.edge_half = F32(0.0), F32(e1)
+        else:
+            a.edge_mid, a.edge_half = F32((e0 + e1) / 2), F32((e1 - e0) / 2)
+        for c in range(3):
+            a.verge[c] = F32(VERGE[c])
+            a.asphalt_minus_verge[c] = F32(ASPHALT[c] - VERGE[c])
+            a.sky_horizon[c] = F32(SKY_HORIZON[c])
+        tracks = [F32(o + side) for o in ((k - scene.EGO_LANE) * scene.LANE_WIDTH
+                                          for k in range(scene.LANES)) for side in (-0.8, 0.8)]
+        lines = scene.LANE_LINE_OFFSETS
+        if len(tracks) > _MAX_TRACKS or len(lines) > _MAX_LINES:
+            raise ValueError(f"raster: {scene.LANES} lanes is more than the compiled path holds")
+        a.n_tracks = len(tracks)
+        for k, o in enumerate(tracks):
+            a.track_off[k] = o
+        a.track_half, a.track_dark = F32(0.35), F32(0.07)
+        if scene.SHADOWS is not None:
+            period, length, dark, centre, half = scene.SHADOWS
+            a.has_shadows = 1
+            a.sh_period, a.sh_length, a.sh_ratio = F32(period), F32(length), F32(length / period)
+            a.sh_dark, a.sh_centre, a.sh_half = F32(dark), F32(centre), F32(half)
+        if scene.PAINT_WEAR > 0:
+            a.has_wear = 1
+            a.wear_base, a.wear_k = F32(1.0 - scene.PAINT_WEAR), F32(4.0 * scene.PAINT_WEAR)
+        a.n_lines = len(lines)
+        for k, off in enumerate(lines):
+            a.line_off[k] = F32(off)
+            a.line_double[k] = int(bool(scene.LANE_LINE_DOUBLE[k]))
+            a.line_dashed[k] = int(bool(scene.LANE_LINE_DASHED[k]))
+            paint = YELLOW if scene.LANE_LINE_YELLOW[k] else WHITE
+            for c in range(3):
+                a.paint[k][c] = F32(paint[c])
+        a.line_half, a.line_gap = F32(scene.LINE_WIDTH / 2), F32(scene.LINE_WIDTH)
+        a.dash_period, a.dash_length = F32(scene.DASH_PERIOD), F32(scene.DASH_LENGTH)
+        a.dash_ratio = F32(scene.DASH_LENGTH / scene.DASH_PERIOD)
+        if lead is not None:
+            a.has_lead = 1
+            a.lead_s = F32(lead.s - pose.s)
+            a.lead_mid, a.lead_half = F32(scene.LEAD_LENGTH / 2), F32(scene.LEAD_LENGTH / 2 + 0.3)
+            a.lead_centre = F32(0.0) if scene.LEAD_CUT is None else F32(lead.lateral)
+            a.lead_across = F32(scene.LEAD_WIDTH / 2 + 0.15)
+        for c in range(3):
+            a.img[c] = _pf(planes[c])
+        a.threads = self.threads
+        # The arrays behind the pointers must outlive the call.
+        a._keep = (tabs,)
+        return a
+
+    def render(self, renderer, cam, t, pose, lead):
+        planes, nv12 = self._buffers(cam)
+        ptrs = (_PF * 3)(*(_pf(p) for p in planes))
+        self.lib.sd_fill(ptrs, (_PF * 3)(*(_pf(s) for s in cam.sky)), cam.w * cam.h, self.threads)
+        g = self._ground_args(renderer, cam, pose, lead, planes)
+        self.lib.sd_ground(ctypes.byref(g))
+        if lead is not None:
+            renderer._lead(cam, planes, pose, lead)
+        f = _FinishArgs()
+        f.width, f.height, f.img = cam.w, cam.h, ptrs
+        f.vignette = _pf(cam.vignette)
+        keep = []
+        if scene.GLARE is not None:
+            f.glare = _pf(_glare(cam))
+            for c, w in enumerate((1.0, 0.93, 0.78)):
+                f.glare_w[c] = F32(w)
+        look = renderer.look
+        if look is not None:
+            f.has_gain = 1
+            for c in range(3):
+                f.gain[c] = look.gain[c]
+            f.noise = look.noise
+            if look.noise > 0:
+                table, rows = look.noise_table(cam.w), look.noise_rows(cam, t)
+                keep += [table, rows]
+                f.noise_table, f.row_start = _pf(table), _pi64(rows)
+        f.out = nv12.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        f.threads = self.threads
+        self.lib.sd_finish(ctypes.byref(f))
+        return nv12.tobytes()

@@ -8,8 +8,13 @@ streams like an openpilot route, plus per-frame ground truth.
 
 Writes OUT/fcamera.hevc, OUT/ecamera.hevc, OUT/groundtruth.json (format: samples/drive/README.md),
 OUT/rlog.zst (the drive's log, rlog.py) and, with --nv12, the raw frames OUT/fcamera.nv12 / OUT/ecamera.nv12 (tightly packed NV12, one
-frame after another). --preview N writes OUT/preview_{road,wide}.png of frame N and encodes
-nothing. Output is deterministic: the same bytes on every run with the same numpy and x265.
+frame after another). --raw writes only the raw frames and no HEVC (training data: no encoder,
+no decoder). --preview N writes OUT/preview_{road,wide}.png of frame N and encodes nothing.
+Output is deterministic: the same bytes on every run with the same numpy and x265.
+
+The pixels come from the compiled rasteriser (tools/synthdrive/synthraster.c, built by meson
+into BUILD/tools/synthdrive) when it is built, else from raster.py's numpy code; both give the
+same bytes (tests/synthdrive checks it). --numpy forces the numpy code.
 """
 
 import argparse
@@ -109,6 +114,14 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--crf", type=float, default=30.0, help="x265 quality (higher = smaller)")
     ap.add_argument("--nv12", action="store_true", help="also keep the raw NV12 frames")
+    ap.add_argument("--raw", action="store_true",
+                    help="write only the raw NV12 frames (OUT/fcamera.nv12, OUT/ecamera.nv12), no "
+                         "HEVC: training data")
+    ap.add_argument("--numpy", action="store_true",
+                    help="render with raster.py's numpy code even where the compiled rasteriser "
+                         "is built (the reference; several times slower)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads of the compiled rasteriser (default: every core)")
     ap.add_argument("--seed", type=int,
                     help="draw the whole scene (road, lanes, lane change, speeds, lead and its "
                          "cut-in/out, calibration, lighting, glare, shadows, noise) from this seed (tools/synthdrive/variety.py); without it, the "
@@ -127,7 +140,11 @@ def main():
     road = scene.Road(scene.ego_s(a.start + a.seconds) + 600.0)
     cams = {"road": raster.Camera(WIDTH, HEIGHT, ROAD_FOCAL, rpy, scene.CAMERA_HEIGHT),
             "wide": raster.Camera(WIDTH, HEIGHT, WIDE_FOCAL, rpy, scene.CAMERA_HEIGHT)}
-    renderer = raster.Renderer(road, cams, rpy)
+    fast = None if a.numpy else raster.FastRaster.load(threads=a.threads or None)
+    if fast is None and not a.numpy:
+        print(f"synthdrive: no compiled rasteriser at {raster.library_path()} (build it with "
+              "ninja); rendering with numpy", file=sys.stderr)
+    renderer = raster.Renderer(road, cams, rpy, fast=fast)
     if params is not None:
         renderer.tex = raster.Textures(a.seed)
         renderer.look = variety.Look(params)
@@ -141,10 +158,11 @@ def main():
     files = {"road": "fcamera", "wide": "ecamera"}
     encoders, raws = {}, {}
     for name, stem in files.items():
-        cmd = ["x265"] + X265_ARGS + ["--crf", str(a.crf), "--input", "-",
-                                      "--output", os.path.join(a.out, stem + ".hevc")]
-        encoders[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE)
-        if a.nv12:
+        if not a.raw:
+            cmd = ["x265"] + X265_ARGS + ["--crf", str(a.crf), "--input", "-",
+                                          "--output", os.path.join(a.out, stem + ".hevc")]
+            encoders[name] = subprocess.Popen(cmd, stdin=subprocess.PIPE)
+        if a.nv12 or a.raw:
             raws[name] = open(os.path.join(a.out, stem + ".nv12"), "wb")
 
     truth = []
@@ -153,7 +171,8 @@ def main():
         t = i / scene.FPS
         for name, cam in cams.items():
             nv12 = renderer.render(cam, t)
-            encoders[name].stdin.write(nv12_to_i420(nv12))
+            if name in encoders:
+                encoders[name].stdin.write(nv12_to_i420(nv12))
             if name in raws:
                 raws[name].write(nv12)
         truth.append(scene.ground_truth(road, t, i, rpy, extra=params is not None))
@@ -171,13 +190,19 @@ def main():
 
     # One frame per line keeps the file readable and diffs small.
     with open(os.path.join(a.out, "groundtruth.json"), "w") as f:
-        drive = json.dumps(header(a.seconds, frames, a.crf, rpy, params), sort_keys=True)
+        hdr = header(a.seconds, frames, a.crf, rpy, params)
+        if a.raw:  # the cameras' files are the raw frames
+            for name, stem in files.items():
+                hdr["cameras"][name]["file"] = stem + ".nv12"
+            hdr["encoder"] = "none: raw NV12 frames"
+        drive = json.dumps(hdr, sort_keys=True)
         f.write('{"drive": ' + drive + ',\n"frames": [\n')
         f.write(",\n".join(json.dumps(r, sort_keys=True) for r in truth))
         f.write("\n]}\n")
     # The route's log: camera frame ids and times, the car's speed, calibration and delay.
     rlog.write_rlog(os.path.join(a.out, "rlog.zst"), frames, CALIB_RPY, first=first)
-    print(f"synthdrive: wrote {frames} frames per camera to {a.out} in {time.monotonic() - start:.0f} s")
+    print(f"synthdrive: wrote {frames} frames per camera to {a.out} in {time.monotonic() - start:.1f} s "
+          f"({'compiled' if fast else 'numpy'} rasteriser{', raw NV12' if a.raw else ''})")
     return status
 
 

@@ -2,14 +2,18 @@
 """Training data for the driving networks: synthetic drives rendered from seeds, their model inputs
 made by the real opwarp element, and labels for the contract's outputs computed from the scene.
 
-  .venv/bin/python3 tools/train/dataset.py build --seeds 101-104 --seconds 2 --out DATA
+  .venv/bin/python3 tools/train/dataset.py build --seeds 101-104 --seconds 2 --out DATA [--raw] [--jobs 2]
   .venv/bin/python3 tools/train/dataset.py drive samples/drive OUT [--frames N]
 
 `build` renders each seed's drive with tools/synthdrive/render.py --seed (skipped when
-DATA/drive_SEED already holds it) and then does what `drive` does for each. `drive` decodes the
-drive's HEVC streams and runs them through opwarp exactly as the pipeline does
-(filesrc → h265parse → avdec_h265 → videoconvert → NV12 → opwarp with the drive's calibration),
-both cameras (img: road camera, big_img: wide camera), and stores, per drive folder:
+DATA/drive_SEED already holds it) and then does what `drive` does for each; --jobs N works on N
+drives at once (each renderer with cores/N threads). `drive` decodes the drive's HEVC streams
+and runs them through opwarp exactly as the pipeline does (filesrc → h265parse → avdec_h265 →
+videoconvert → NV12 → opwarp with the drive's calibration), both cameras (img: road camera,
+big_img: wide camera). With `build --raw` the drives are rendered as raw NV12 frames
+(render.py --raw, no encoder) and opwarp reads them as they are (filesrc → rawvideoparse →
+opwarp): no HEVC encode or decode, so also no compression artefacts in the inputs; the raw
+frames (3.5 MB per camera frame) are deleted once warped unless --keep-raw. Per drive folder:
 
   img.npy, big_img.npy   uint8 (N, 12, 128, 256): opwarp's output tensors, frame by frame, bytes
                          unchanged (the element's 5-frame history included)
@@ -21,6 +25,7 @@ The plugin comes from the build tree: OP_BUILD_ROOT (default ./build)/plugins.
 """
 
 import argparse
+import concurrent.futures
 import json
 import math
 import os
@@ -93,16 +98,25 @@ def plugin_env(tmp):
     return env
 
 
-def warp_stream(hevc, role, rpy, out_bin, frames, env):
+def source_desc(path, camera):
+    """The pipeline's source up to NV12 frames: an HEVC stream is parsed and decoded, raw NV12
+    frames (.nv12, tightly packed, the camera's size) are only cut into frames."""
+    if path.endswith(".nv12"):
+        return (f"filesrc location={path} ! rawvideoparse format=nv12 width={camera['width']} "
+                f"height={camera['height']} framerate={scene.FPS}/1")
+    return (f"filesrc location={path} ! h265parse ! avdec_h265 ! videoconvert ! "
+            f"video/x-raw,format=NV12")
+
+
+def warp_stream(path, camera, role, rpy, out_bin, frames, env):
     """Runs decode → opwarp over one camera's stream; opwarp's tensors go to out_bin as they are."""
     # The whole stream goes through and the first `frames` tensors are kept: a limit inside the
     # pipeline (identity eos-after) changed the last tensor written.
-    desc = (f"filesrc location={hevc} ! h265parse ! avdec_h265 ! videoconvert ! "
-            f"video/x-raw,format=NV12 ! opwarp model-input={role} "
+    desc = (f"{source_desc(path, camera)} ! opwarp model-input={role} "
             f"rpy={','.join(repr(float(v)) for v in rpy)} ! filesink location={out_bin}")
     r = subprocess.run(["gst-launch-1.0", "-q"] + desc.split(), env=env, capture_output=True, text=True)
     if r.returncode != 0:
-        raise SystemExit(f"dataset: opwarp pipeline failed for {hevc} ({role}): {r.stderr.strip()}")
+        raise SystemExit(f"dataset: opwarp pipeline failed for {path} ({role}): {r.stderr.strip()}")
     data = np.fromfile(out_bin, np.uint8)
     if data.size % TENSOR_BYTES:
         raise SystemExit(f"dataset: {out_bin}: {data.size} bytes is not a whole number of tensors")
@@ -207,8 +221,10 @@ def build_drive(drive_dir, out, frames=None):
     env = plugin_env(out)
     tensors = {}
     for role, cam in (("img", "road"), ("big_img", "wide")):
-        hevc = os.path.join(drive_dir, drive["cameras"][cam]["file"])
-        tensors[role] = warp_stream(hevc, role, rpy, os.path.join(out, role + ".bin"), frames, env)
+        camera = drive["cameras"][cam]
+        path = os.path.join(drive_dir, camera["file"])
+        tensors[role] = warp_stream(path, camera, role, rpy, os.path.join(out, role + ".bin"),
+                                    frames, env)
     n = min(len(tensors["img"]), len(tensors["big_img"]), len(truth["frames"]))
     if frames:
         n = min(n, frames)
@@ -223,7 +239,9 @@ def build_drive(drive_dir, out, frames=None):
     meta = {"source": os.path.abspath(drive_dir), "frames": n,
             "frame_ids": [f["frame_id"] for f in truth["frames"]],
             "seed": drive.get("scene_seed"), "calibration_rpy": rpy,
-            "inputs": "opwarp (filesrc ! h265parse ! avdec_h265 ! videoconvert ! NV12 ! opwarp)",
+            "inputs": ("opwarp (filesrc ! rawvideoparse ! opwarp): raw NV12 frames"
+                       if drive["cameras"]["road"]["file"].endswith(".nv12") else
+                       "opwarp (filesrc ! h265parse ! avdec_h265 ! videoconvert ! NV12 ! opwarp)"),
             "labels": LABELS}
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
@@ -251,6 +269,13 @@ def main():
     b.add_argument("--seeds", required=True, help="e.g. 101-104 or 101,105")
     b.add_argument("--seconds", type=float, default=2.0)
     b.add_argument("--out", required=True)
+    b.add_argument("--raw", action="store_true",
+                   help="render raw NV12 frames and warp them as they are (no HEVC encode or "
+                        "decode: several times faster, no compression artefacts)")
+    b.add_argument("--keep-raw", action="store_true",
+                   help="with --raw: keep DATA/drive_SEED/*.nv12 after warping (3.5 MB a frame)")
+    b.add_argument("--jobs", type=int, default=1,
+                   help="drives rendered and warped at once (default 1; 2 keeps both cores busy)")
     d = sub.add_parser("drive", help="training data of one rendered drive")
     d.add_argument("drive")
     d.add_argument("out")
@@ -262,27 +287,70 @@ def main():
         n = build_drive(a.drive, a.out, a.frames)
         print(f"dataset: {n} frames of {a.drive} in {a.out} ({time.monotonic() - start:.0f} s)")
         return 0
-    for seed in parse_seeds(a.seeds):
-        if seed == 0:
-            raise SystemExit("dataset: seed 0 is reserved")
-        drive = os.path.join(a.out, f"drive_{seed}")
-        gt = os.path.join(drive, "groundtruth.json")
-        fresh = False
-        if os.path.exists(gt):
-            with open(gt) as f:
-                hdr = json.loads(f.readline()[len('{"drive": '):].rstrip(",\n"))
-            fresh = hdr.get("scene_seed") == seed and hdr.get("seconds") == a.seconds
-        start = time.monotonic()
-        if not fresh:
-            r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "synthdrive", "render.py"),
-                                "--seed", str(seed), "--seconds", str(a.seconds), "--out", drive])
-            if r.returncode != 0:
-                raise SystemExit(f"dataset: rendering seed {seed} failed")
-        t_render = time.monotonic() - start
-        n = build_drive(drive, os.path.join(a.out, f"data_{seed}"))
-        print(f"dataset: seed {seed}: {n} frames, render {t_render:.0f} s, "
-              f"warp+labels {time.monotonic() - start - t_render:.0f} s", flush=True)
+    seeds = parse_seeds(a.seeds)
+    if 0 in seeds:
+        raise SystemExit("dataset: seed 0 is reserved")
+    if a.jobs < 1:
+        raise SystemExit(f"dataset: --jobs {a.jobs}: must be at least 1")
+    threads = max(1, (os.cpu_count() or 1) // a.jobs)
+    start = time.monotonic()
+    if a.jobs == 1:
+        for seed in seeds:
+            print(build_seed(seed, a, threads), flush=True)
+    else:
+        # Processes, not threads: the scene's parameters are module state (variety.apply).
+        with concurrent.futures.ProcessPoolExecutor(a.jobs) as pool:
+            jobs = [pool.submit(build_seed, seed, a, threads) for seed in seeds]
+            for job in concurrent.futures.as_completed(jobs):
+                print(job.result(), flush=True)
+    print(f"dataset: {len(seeds)} drives in {a.out} ({time.monotonic() - start:.1f} s, "
+          f"{a.jobs} at once)", flush=True)
     return 0
+
+
+def build_seed(seed, a, threads):
+    """Renders (unless already there) and warps one seed's drive; returns the progress line."""
+    drive = os.path.join(a.out, f"drive_{seed}")
+    data = os.path.join(a.out, f"data_{seed}")
+    frames = int(round(a.seconds * scene.FPS))
+    if a.raw and not a.keep_raw and _done(data, seed, frames, raw=True):
+        return f"dataset: seed {seed}: {frames} frames already in {data}"
+    gt = os.path.join(drive, "groundtruth.json")
+    fresh = False
+    if os.path.exists(gt):
+        with open(gt) as f:
+            hdr = json.loads(f.readline()[len('{"drive": '):].rstrip(",\n"))
+        fresh = (hdr.get("scene_seed") == seed and hdr.get("seconds") == a.seconds and
+                 all(os.path.exists(os.path.join(drive, c["file"])) and
+                     c["file"].endswith(".nv12") == a.raw for c in hdr["cameras"].values()))
+    start = time.monotonic()
+    if not fresh:
+        cmd = [sys.executable, os.path.join(ROOT, "tools", "synthdrive", "render.py"),
+               "--seed", str(seed), "--seconds", str(a.seconds), "--out", drive,
+               "--threads", str(threads)] + (["--raw"] if a.raw else [])
+        r = subprocess.run(cmd, stdout=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise SystemExit(f"dataset: rendering seed {seed} failed")
+    t_render = time.monotonic() - start
+    n = build_drive(drive, data)
+    if a.raw and not a.keep_raw:
+        for stem in ("fcamera", "ecamera"):
+            os.unlink(os.path.join(drive, stem + ".nv12"))
+    return (f"dataset: seed {seed}: {n} frames, render {t_render:.1f} s, "
+            f"warp+labels {time.monotonic() - start - t_render:.1f} s")
+
+
+def _done(data, seed, frames, raw):
+    """Whether `data` already holds this seed's training data made the same way."""
+    try:
+        with open(os.path.join(data, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return (meta.get("seed") == seed and meta.get("frames") == frames and
+            meta.get("inputs", "").endswith("raw NV12 frames") == raw and
+            all(os.path.exists(os.path.join(data, n)) for n in ("img.npy", "big_img.npy",
+                                                                  "labels.npz")))
 
 
 if __name__ == "__main__":
