@@ -623,7 +623,12 @@ static gboolean Stop(GstAggregator *agg) {
   GST_OBJECT_LOCK(self);
   GstOpContext *ctx = impl->ctx;
   impl->ctx = nullptr;
+  // The gate holds the context too: buffers still out keep it, we do not.
+  GstOpFrameGate *gate = impl->gate;
+  impl->gate = nullptr;
   GST_OBJECT_UNLOCK(self);
+  if (gate)
+    gate->Unref();
   if (ctx)
     gst_object_unref(ctx);
   return TRUE;
