@@ -88,27 +88,131 @@ GstOpFrameGate::~GstOpFrameGate() {
     gst_object_unref(ctx_);
 }
 
-bool GstOpFrameGate::Track(GstBuffer *buffer, GstOpContext *ctx) {
-  int slot = -1;
+int GstOpFrameGate::AddProducer() {
+  std::lock_guard<std::mutex> guard(lock_);
+  return producers_++;
+}
+
+int GstOpFrameGate::PollLocked() {
+  int n = 0;
+  for (Slot &s : slots_) {
+    if (!s.busy)
+      continue;
+    if (s.admitted == 0 && s.buffers == 0) {
+      cl_int status = CL_COMPLETE;
+      if (s.marker)
+        clGetEventInfo(s.marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+                       nullptr);
+      // Complete, or failed (negative): either way the device is done with it.
+      if (status <= CL_COMPLETE) {
+        if (s.marker)
+          clReleaseEvent(s.marker);
+        s.marker = nullptr;
+        s.busy = false;
+        continue;
+      }
+    }
+    n++;
+  }
+  return n;
+}
+
+int GstOpFrameGate::TakeLocked() {
+  for (int i = 0; i < kSlots; i++) {
+    Slot &s = slots_[i];
+    if (s.busy)
+      continue;
+    if (s.marker)
+      clReleaseEvent(s.marker);
+    const guint64 generation = s.generation + 1;
+    s = Slot{};
+    s.busy = true;
+    s.generation = generation;
+    return i;
+  }
+  return -1;
+}
+
+void GstOpFrameGate::RecordLocked(GstClockTime time, int producer, int slot) {
+  if (!GST_CLOCK_TIME_IS_VALID(time) || producers_ < 2)
+    return;
+  Decision &d = decisions_[next_decision_];
+  next_decision_ = (next_decision_ + 1) % kDecisions;
+  d = Decision{time, producer, 0u, slot, slot >= 0 ? slots_[slot].generation : 0};
+}
+
+int GstOpFrameGate::Admit(int producer, GstClockTime time, int max_in_flight) {
+  std::lock_guard<std::mutex> guard(lock_);
+  const int busy = PollLocked();
+  if (GST_CLOCK_TIME_IS_VALID(time) && producers_ > 1 && producer >= 0 && producer < 32) {
+    // The newest decision of another producer on a twin of this frame, not followed yet.
+    for (int k = 1; k <= kDecisions; k++) {
+      Decision &d = decisions_[(next_decision_ - k + kDecisions) % kDecisions];
+      if (d.producer < 0 || d.producer == producer || (d.followed & (1u << producer)))
+        continue;
+      const GstClockTime gap = d.time > time ? d.time - time : time - d.time;
+      if (gap >= kGstOpTwinWindowNs)
+        continue;
+      d.followed |= 1u << producer;
+      if (d.slot < 0)
+        return -1;  // its twin was dropped: alone it would be wasted work
+      Slot &s = slots_[d.slot];
+      if (s.busy && s.generation == d.generation && !s.released) {
+        s.admitted++;
+        return d.slot;
+      }
+      // The consumer took the twin already, without this frame (ran it alone at a live
+      // deadline, or left it out): this one could only be passed over there.
+      return -1;
+    }
+  }
+  const int slot = busy < max_in_flight ? TakeLocked() : -1;
+  if (slot >= 0)
+    slots_[slot].admitted = 1;
+  RecordLocked(time, producer, slot);
+  return slot;
+}
+
+void GstOpFrameGate::Cancel(int slot) {
+  if (slot < 0 || slot >= kSlots)
+    return;
+  std::lock_guard<std::mutex> guard(lock_);
+  if (slots_[slot].admitted > 0)
+    slots_[slot].admitted--;
+}
+
+bool GstOpFrameGate::Track(GstBuffer *buffer, GstOpContext *ctx, int slot) {
   {
     std::lock_guard<std::mutex> guard(lock_);
     if (!ctx_)
       ctx_ = GST_OP_CONTEXT(gst_object_ref(ctx));
-    for (int i = 0; i < kSlots && slot < 0; i++)
-      if (!slots_[i].busy)
-        slot = i;
-    if (slot < 0)
-      return false;
+    if (slot < 0 || slot >= kSlots) {
+      slot = TakeLocked();
+      if (slot < 0)
+        return false;
+      slots_[slot].admitted = 1;
+    }
+  }
+  return AddBuffer(buffer, slot, true);
+}
+
+bool GstOpFrameGate::Forward(GstBuffer *buffer, int slot) {
+  return slot >= 0 && slot < kSlots && AddBuffer(buffer, slot, false);
+}
+
+bool GstOpFrameGate::AddBuffer(GstBuffer *buffer, int slot, bool admitted) {
+  {
+    std::lock_guard<std::mutex> guard(lock_);
     Slot &s = slots_[slot];
-    if (s.marker)
-      clReleaseEvent(s.marker);
-    s = Slot{true, false, nullptr};
+    if (admitted && s.admitted > 0)
+      s.admitted--;
+    s.buffers++;
   }
   auto *m =
       reinterpret_cast<FrameGateMeta *>(gst_buffer_add_meta(buffer, FrameGateMetaInfo(), nullptr));
   if (!m) {
     std::lock_guard<std::mutex> guard(lock_);
-    slots_[slot].busy = false;
+    slots_[slot].buffers--;
     return false;
   }
   Ref();
@@ -121,7 +225,7 @@ void GstOpFrameGate::Released(int slot) {
   if (slot < 0 || slot >= kSlots)
     return;
   // Everything enqueued so far, the consumer's work on this frame included, comes before the
-  // marker on the in-order queue. A failed marker leaves the slot to finish at once.
+  // marker on the in-order queue. Without a marker (it failed) the device is taken as done.
   cl_event marker = nullptr;
   cl_command_queue queue = ctx_ ? gst_op_context_get_queue(ctx_).get() : nullptr;
   if (queue && clEnqueueMarkerWithWaitList(queue, 0, nullptr, &marker) == CL_SUCCESS)
@@ -130,29 +234,54 @@ void GstOpFrameGate::Released(int slot) {
     marker = nullptr;
   std::lock_guard<std::mutex> guard(lock_);
   Slot &s = slots_[slot];
+  if (s.buffers > 0)
+    s.buffers--;
   s.released = true;
+  // On the in-order queue the newest marker comes after the older ones.
+  if (s.marker)
+    clReleaseEvent(s.marker);
   s.marker = marker;
-  if (!marker)
-    s.busy = false;
 }
 
 int GstOpFrameGate::in_flight() {
   std::lock_guard<std::mutex> guard(lock_);
-  int n = 0;
-  for (Slot &s : slots_) {
-    if (!s.busy)
-      continue;
-    if (s.released) {
-      cl_int status = CL_COMPLETE;
-      clGetEventInfo(s.marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
-      // Complete, or failed (negative): either way the device is done with it.
-      if (status <= CL_COMPLETE) {
-        clReleaseEvent(s.marker);
-        s = Slot{};
-        continue;
-      }
-    }
-    n++;
+  return PollLocked();
+}
+
+gboolean gst_op_frame_gate_forward(GstBuffer *from, GstBuffer *to) {
+  auto *m = reinterpret_cast<FrameGateMeta *>(gst_buffer_get_meta(from, FrameGateMetaApi()));
+  // `from` is still held, and with it the slot: the frame cannot end meanwhile.
+  return m && m->gate && m->gate->Forward(to, m->slot);
+}
+
+// ---- The gate query -------------------------------------------------------------------------
+
+namespace {
+constexpr const char *kFrameGateQuery = "op-frame-gate";
+}
+
+gboolean gst_op_frame_gate_query_answer(GstQuery *query, GstOpFrameGate *gate) {
+  if (GST_QUERY_TYPE(query) != GST_QUERY_CUSTOM || !gate)
+    return FALSE;
+  GstStructure *s = gst_query_writable_structure(query);
+  if (!s || !gst_structure_has_name(s, kFrameGateQuery))
+    return FALSE;
+  // A reference for the asker, which takes it over.
+  gate->Ref();
+  gst_structure_set(s, "gate", G_TYPE_POINTER, gate, nullptr);
+  return TRUE;
+}
+
+GstOpFrameGate *gst_op_frame_gate_query_peer(GstPad *srcpad) {
+  GstQuery *query =
+      gst_query_new_custom(GST_QUERY_CUSTOM, gst_structure_new_empty(kFrameGateQuery));
+  GstOpFrameGate *gate = nullptr;
+  gpointer answer = nullptr;
+  if (gst_pad_peer_query(srcpad, query) &&
+      gst_structure_get(gst_query_get_structure(query), "gate", G_TYPE_POINTER, &answer, nullptr) &&
+      answer) {
+    gate = static_cast<GstOpFrameGate *>(answer);
   }
-  return n;
+  gst_query_unref(query);
+  return gate;
 }

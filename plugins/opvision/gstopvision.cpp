@@ -3,12 +3,12 @@
  *
  * Runs openpilot's vision network on the OpenCL device. The road tensor arrives on `img`, the
  * wide tensor on the request pad `big_img`; they are paired by capture time (start-of-frame from
- * GstOpFrameMeta, else PTS) as openpilot's receive loop pairs them (pairing.h): a road buffer
- * less than 25 ms after the previous pair's wide buffer is passed over, wide buffers 25 ms or more
- * older than the road buffer are dropped, the next wide buffer pairs, and a pair more than
- * `max-skew` apart is still run, counted and warned about (rate-limited). Without
- * `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends, or a
- * live deadline passes without a wide buffer, the road frame runs alone too.
+ * GstOpFrameMeta where both frames have one, else PTS) as openpilot's receive loop pairs them
+ * (pairing.h): a road buffer less than 25 ms after the previous pair's wide buffer is passed over,
+ * wide buffers 25 ms or more older than the road buffer are dropped, the next wide buffer pairs,
+ * and a pair more than `max-skew` apart is still run, counted and warned about (rate-limited).
+ * Without `big_img` the road tensor feeds both inputs (single camera); when the wide stream ends,
+ * or a live deadline passes without a wide buffer, the road frame runs alone too.
  *
  * Road frames are counted as openpilot's modeld counts them (drive/frame_track.h: last id 0 at
  * start, so a live camera's first frame is only warped); a frame whose road frame id follows a
@@ -70,6 +70,7 @@
 #include "op/gstopbasefilter.h"
 #include "op/gstopbufferpool.h"
 #include "op/gstoplatency.h"
+#include "op/gstoplive.h"
 #include "op/gstopmemory.h"
 #include "op/gstopref.h"
 #include "op/gstoptensor.h"
@@ -220,7 +221,8 @@ struct Impl {
   op::drive::FrameTracker drops;    // modeld's drop accounting over the received road frames
   bool resync_ids = false;          // after a flush: the next id continues the count, no drop
   bool have_previous_wide = false;  // pairing: a pair was run since the start or the flush
-  int64_t previous_wide_ns = 0;     // the capture time of that pair's wide frame
+  // That pair's wide frame: its start-of-frame time (0: none) and its PTS (PairTimes).
+  GstClockTime previous_wide_sof = 0, previous_wide_pts = 0;
   guint32 unevaluated_in_a_row = 0;
   bool warned_ids = false;
   bool segment_sent = false;
@@ -228,6 +230,9 @@ struct Impl {
   gint64 last_skew_warning = 0;
   GstClockTime earliest_time = GST_CLOCK_TIME_NONE;  // QoS (object lock)
   GstOpLatencyReporter latency;                      // streaming thread and latency queries
+  // Handed to the warps upstream (the frame-gate query), so that a live pair is dropped or
+  // let onto the device as one frame. A new one per start (object lock).
+  GstOpFrameGate *gate = nullptr;
 };
 
 }  // namespace
@@ -245,16 +250,36 @@ GST_ELEMENT_REGISTER_DEFINE(opvision, "opvision", GST_RANK_NONE, GST_TYPE_OP_VIS
 
 // ---- helpers ------------------------------------------------------------------------------
 
+// A buffer's start-of-frame time from its GstOpFrameMeta (0: none).
+static GstClockTime StartOfFrame(GstBuffer *buf, bool wide) {
+  GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(buf);
+  if (!m)
+    return 0;
+  guint64 sof = wide ? m->wide_sof_ns : m->road_sof_ns;
+  if (sof == 0)
+    sof = wide ? m->road_sof_ns : m->wide_sof_ns;  // a wide-only warp fills the road fields
+  return sof;
+}
+
 // Capture time of a buffer of `role`: its camera's start-of-frame from the meta, else PTS.
 static GstClockTime CaptureTime(GstBuffer *buf, bool wide) {
-  if (GstOpFrameMeta *m = gst_buffer_get_op_frame_meta(buf)) {
-    guint64 sof = wide ? m->wide_sof_ns : m->road_sof_ns;
-    if (sof == 0)
-      sof = wide ? m->road_sof_ns : m->wide_sof_ns;  // a wide-only warp fills the road fields
-    if (sof != 0)
-      return sof;
-  }
-  return GST_BUFFER_PTS(buf);
+  const GstClockTime sof = StartOfFrame(buf, wide);
+  return sof != 0 ? sof : GST_BUFFER_PTS(buf);
+}
+
+// The capture times the pairing compares, on one clock: the start-of-frame times where the road
+// buffer, the wide one (when present) and the previous pair's wide frame all have one, else the
+// PTS of all three. A replay whose log has the road camera's states but not the wide one's has
+// start-of-frame times (the camera's boot clock) on one side only: against the other side's PTS
+// every wide frame would look seconds old.
+static void PairTimes(Impl *impl, GstBuffer *img, GstBuffer *big, op::vision::PairInput *pin) {
+  const GstClockTime img_sof = StartOfFrame(img, false);
+  const GstClockTime big_sof = big ? StartOfFrame(big, true) : 1;
+  const bool sof =
+      img_sof != 0 && big_sof != 0 && (!impl->have_previous_wide || impl->previous_wide_sof != 0);
+  pin->main_ns = int64_t(sof ? img_sof : GST_BUFFER_PTS(img));
+  pin->wide_ns = big ? int64_t(sof ? big_sof : GST_BUFFER_PTS(big)) : 0;
+  pin->previous_wide_ns = int64_t(sof ? impl->previous_wide_sof : impl->previous_wide_pts);
 }
 
 static bool WideLinked(GstOpVision *self) {
@@ -531,6 +556,10 @@ static GstFlowReturn RunFrame(GstOpVision *self, GstBuffer *img, GstBuffer *big,
   (void)gst_op_context_get_queue(impl->ctx).Flush();
   impl->timer->Track(done.get(), t0, first.get());
   StampMeta(self, outbuf.get(), img, big, first, done);
+  // A live frame stays on the device until the policy network has enqueued its work on this
+  // output too (a combined network is the last one: its frame ends when its input goes).
+  if (!impl->plan.combined())
+    gst_op_frame_gate_forward(img, outbuf.get());
   *out = outbuf.release();
   return GST_FLOW_OK;
 }
@@ -563,6 +592,13 @@ static gboolean Start(GstAggregator *agg) {
   impl->segment_sent = false;
   impl->warned_wide_ended = false;
   impl->latency.Reset();
+  // A fresh gate: the old one (and the context it holds) lives on only in buffers still out.
+  GstOpFrameGate *gate = GstOpFrameGate::New();
+  GST_OBJECT_LOCK(self);
+  std::swap(gate, impl->gate);
+  GST_OBJECT_UNLOCK(self);
+  if (gate)
+    gate->Unref();
   GST_INFO_OBJECT(self, "running %s", impl->model.current()->Describe().c_str());
   return TRUE;
 }
@@ -587,7 +623,12 @@ static gboolean Stop(GstAggregator *agg) {
   GST_OBJECT_LOCK(self);
   GstOpContext *ctx = impl->ctx;
   impl->ctx = nullptr;
+  // The gate holds the context too: buffers still out keep it, we do not.
+  GstOpFrameGate *gate = impl->gate;
+  impl->gate = nullptr;
   GST_OBJECT_UNLOCK(self);
+  if (gate)
+    gate->Unref();
   if (ctx)
     gst_object_unref(ctx);
   return TRUE;
@@ -717,6 +758,14 @@ static gboolean SinkQuery(GstAggregator *agg, GstAggregatorPad *pad, GstQuery *q
   auto *self = GST_OP_VISION(agg);
   if (AnswerContextQuery(self, query))
     return TRUE;
+  if (GST_QUERY_TYPE(query) == GST_QUERY_CUSTOM) {
+    // The warps upstream share one frame gate, so that live twins are dropped together.
+    GST_OBJECT_LOCK(self);
+    const gboolean answered = gst_op_frame_gate_query_answer(query, self->impl->gate);
+    GST_OBJECT_UNLOCK(self);
+    if (answered)
+      return TRUE;
+  }
   if (GST_QUERY_TYPE(query) == GST_QUERY_ALLOCATION) {
     // Upstream may write our inputs in OpenCL memory of the shared context; we keep its meta.
     gst_query_add_allocation_meta(query, GST_OP_FRAME_META_API_TYPE, nullptr);
@@ -837,20 +886,18 @@ static op::drive::FrameStep CountFrame(GstOpVision *self, GstBuffer *img) {
 // returns what to do. *big gets the wide partner when one is present.
 static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggregatorPad *big_pad,
                                      gboolean timeout, guint64 max_skew, GstOpRef<GstBuffer> *big) {
-  const GstClockTime main_time = CaptureTime(img, false);
   op::vision::PairDecision decision;
   for (;;) {
     op::vision::PairInput pin;
-    pin.main_ns = int64_t(main_time);
+    pin.main_ns = int64_t(CaptureTime(img, false));
     pin.wide_linked = big_pad && gst_pad_is_linked(GST_PAD(big_pad));
     if (pin.wide_linked) {
       *big = GstOpRef<GstBuffer>(gst_aggregator_pad_peek_buffer(big_pad));
       pin.wide_present = bool(*big);
-      pin.wide_ns = *big ? int64_t(CaptureTime(big->get(), true)) : 0;
       pin.wide_ended = !*big && gst_aggregator_pad_is_eos(big_pad);
       pin.timed_out = timeout;
       pin.have_previous_wide = self->impl->have_previous_wide;
-      pin.previous_wide_ns = self->impl->previous_wide_ns;
+      PairTimes(self->impl, img, big->get(), &pin);
     }
     decision = op::vision::DecidePair(pin, int64_t(max_skew));
     if (decision.action != op::vision::PairAction::kDropWide)
@@ -861,7 +908,7 @@ static op::vision::PairDecision Pair(GstOpVision *self, GstBuffer *img, GstAggre
     big->reset();
     gst_aggregator_pad_drop_buffer(big_pad);
   }
-  GST_LOG_OBJECT(self, "road %" GST_TIME_FORMAT ": %s", GST_TIME_ARGS(main_time),
+  GST_LOG_OBJECT(self, "road %" GST_TIME_FORMAT ": %s", GST_TIME_ARGS(CaptureTime(img, false)),
                  op::vision::PairActionName(decision.action));
   return decision;
 }
@@ -962,7 +1009,8 @@ static GstFlowReturn Aggregate(GstAggregator *agg, gboolean timeout) {
       if (decision.out_of_sync)
         ReportSkew(self, decision.skew_ns);
       impl->have_previous_wide = true;
-      impl->previous_wide_ns = int64_t(CaptureTime(big.get(), true));
+      impl->previous_wide_sof = StartOfFrame(big.get(), true);
+      impl->previous_wide_pts = GST_BUFFER_PTS(big.get());
       break;
     case op::vision::PairAction::kDropWide:
       break;  // handled in Pair
@@ -1097,6 +1145,8 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
 static void Finalize(GObject *object) {
   auto *self = GST_OP_VISION(object);
   gst_clear_object(&self->impl->ctx);
+  if (self->impl->gate)
+    self->impl->gate->Unref();
   delete self->impl;
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }

@@ -15,7 +15,9 @@
  * newest road frame id that has arrived, from which opmsgsink fills modelV2.frameAge). With a
  * live source the element keeps at most two frames on the device: a frame that arrives while two
  * earlier ones are unfinished there (their networks included) is dropped before its upload,
- * posted as a QoS message and counted in `dropped`; it leaves a gap in the frame ids that
+ * posted as a QoS message and counted in `dropped`; the road and wide warps feeding one opvision
+ * share its count, a pair of twins (capture times within 25 ms) being one frame, and drop twins
+ * together; it leaves a gap in the frame ids that
  * opvision counts as openpilot's modeld does (frameDropPerc). Non-live pipelines warp every
  * frame. A frame without a meta gets its frame id from the buffer offset only where that numbers
  * frames (offset_end = offset + 1, as cameras set it), else from a counter: byte offsets (filesrc,
@@ -179,8 +181,12 @@ struct Impl {
   std::atomic<bool> live{false};
   std::atomic<guint64> frames{0}, dropped{0};
   // Live frames on the device, from the warp until the device finished what downstream enqueued
-  // for them (their networks). A reference: buffers still out hold theirs.
+  // for them (their networks). A reference: buffers still out hold theirs. Our own, or the one
+  // the consumer downstream shares between the cameras it pairs (asked in set_caps once per
+  // start: `shared`); `producer` is our index in it. Streaming thread (and Close).
   GstOpFrameGate *gate = GstOpFrameGate::New();
+  bool gate_asked = false;
+  int producer = 0;
   ~Impl() {
     gate->Unref();
     gst_op_frame_clock_unref(clock);
@@ -437,6 +443,16 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   st.warper = std::move(warper).value();
   st.applied_version = UINT64_MAX;
   impl.live = gst_op_upstream_is_live(GST_BASE_TRANSFORM_SINK_PAD(trans));
+  if (!impl.gate_asked) {
+    // A consumer that pairs two cameras (opvision) shares one gate between their warps, so that
+    // twins are dropped, or let onto the device, together; otherwise the gate is our own.
+    impl.gate_asked = true;
+    if (GstOpFrameGate *shared = gst_op_frame_gate_query_peer(GST_BASE_TRANSFORM_SRC_PAD(trans))) {
+      impl.gate->Unref();
+      impl.gate = shared;
+    }
+    impl.producer = impl.gate->AddProducer();
+  }
   GST_DEBUG_OBJECT(self, "in %" GST_PTR_FORMAT ", out %" GST_PTR_FORMAT "%s", incaps, outcaps,
                    impl.live ? " (live)" : "");
   return TRUE;
@@ -642,19 +658,42 @@ static void ReleaseImported(void *buffer, cl_int) {
   gst_buffer_unref(static_cast<GstBuffer *>(buffer));
 }
 
-// A live frame finds two frames on the device (their networks not finished): it is dropped
-// before any upload or device work, and counted; its id still advances the counter, so that the
-// gap is visible downstream. Caller holds stream_lock.
-static bool DropForInFlight(GstOpWarp *self, GstBuffer *inbuf) {
+// The frame's admission onto the device (live pipelines): the gate's slot, given back unless the
+// frame was tracked (a frame that fails on its way does not hold a place).
+struct Admission {
+  GstOpFrameGate *gate = nullptr;
+  int slot = -1;
+  ~Admission() {
+    if (gate && slot >= 0)
+      gate->Cancel(slot);
+  }
+};
+
+// A live frame finds two frames on the device (their networks not finished), or is the twin of
+// another camera's frame that was dropped: it is dropped before any upload or device work, and
+// counted; its id still advances the counter, so that the gap is visible downstream. Caller
+// holds stream_lock. Otherwise *admission holds its place on the device.
+static bool DropForInFlight(GstOpWarp *self, GstBuffer *inbuf, Admission *admission) {
   Impl &impl = *self->impl;
-  if (!impl.live || impl.gate->in_flight() < int(kGstOpMaxFramesInFlight))
+  if (!impl.live)
     return false;
+  // Twins are matched by running time: the cameras' PTS are on the pipeline's clock.
+  const GstSegment &segment = GST_BASE_TRANSFORM(self)->segment;
+  const GstClockTime pts = GST_BUFFER_PTS(inbuf);
+  const GstClockTime time = segment.format == GST_FORMAT_TIME && GST_CLOCK_TIME_IS_VALID(pts)
+                                ? gst_segment_to_running_time(&segment, GST_FORMAT_TIME, pts)
+                                : GST_CLOCK_TIME_NONE;
+  const int slot = impl.gate->Admit(impl.producer, time, int(kGstOpMaxFramesInFlight));
+  if (slot >= 0) {
+    admission->gate = impl.gate;
+    admission->slot = slot;
+    return false;
+  }
   impl.stream.frames++;
   const guint64 dropped = ++impl.dropped;
-  GST_DEBUG_OBJECT(self, "two frames on the device: dropping the frame at %" GST_TIME_FORMAT,
-                   GST_TIME_ARGS(GST_BUFFER_PTS(inbuf)));
-  gst_op_post_qos_drop(GST_ELEMENT(self), &GST_BASE_TRANSFORM(self)->segment, inbuf, impl.frames,
-                       dropped);
+  GST_DEBUG_OBJECT(self, "no room on the device: dropping the frame at %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(pts));
+  gst_op_post_qos_drop(GST_ELEMENT(self), &segment, inbuf, impl.frames, dropped);
   return true;
 }
 
@@ -671,7 +710,8 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
                       (nullptr));
     return GST_FLOW_NOT_NEGOTIATED;
   }
-  if (DropForInFlight(self, inbuf))
+  Admission admission;
+  if (DropForInFlight(self, inbuf, &admission))
     return GST_BASE_TRANSFORM_FLOW_DROPPED;
 
   // The frame's own layout (GstVideoMeta strides and offsets), checked against its size.
@@ -763,8 +803,10 @@ static GstFlowReturn Transform(GstBaseTransform *trans, GstBuffer *inbuf, GstBuf
     gst_op_frame_clock_note(impl.clock, meta->road_frame_id);
     gst_op_frame_meta_set_clock(meta, impl.clock);
   }
-  if (impl.live)
-    impl.gate->Track(outbuf, ctx);
+  if (admission.slot >= 0) {
+    admission.gate->Track(outbuf, ctx, admission.slot);
+    admission.slot = -1;  // tracked: the buffer's release ends it
+  }
   gst_op_frame_meta_set_stage_events(meta, GST_OP_STAGE_WARP, warp_first.get(), warp_last.get());
   meta->stage_ns[GST_OP_STAGE_WARP] = guint64(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
@@ -786,9 +828,11 @@ static void Close(GstOpBaseFilter *base) {
   impl.imports.Drain();
   // A fresh gate for the next start: the old one, and with it the context, lives on only while
   // buffers from this run still hold it.
+  std::lock_guard<std::mutex> guard(impl.stream_lock);
   impl.gate->Unref();
   impl.gate = GstOpFrameGate::New();
-  std::lock_guard<std::mutex> guard(impl.stream_lock);
+  impl.gate_asked = false;
+  impl.producer = 0;
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
 }
@@ -842,8 +886,8 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
           "", GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING)));
   gst_op_install_stat(gobject_class, PROP_FRAMES, "frames", "Frames warped since the start");
   gst_op_install_stat(gobject_class, PROP_DROPPED, "dropped",
-                      "Frames of a live source dropped before upload because two frames were "
-                      "on the device");
+                      "Frames of a live source dropped before upload because two frames (or "
+                      "pairs) were on the device, or the other camera's twin was dropped");
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);

@@ -1,8 +1,9 @@
 // Makes a route folder from the sample drive for the opreplay test: links its two camera files
 // and writes rlog.zst with gst/drive's log writer, holding a roadCameraState per frame and a
-// liveCalibration at 4 Hz whose rpyCalib changes at a given frame.
+// liveCalibration at 4 Hz whose rpyCalib changes at a given frame. The road frame ids count from
+// FIRST_ID (default 0), as a camera that started earlier or a later segment's do.
 //
-//   make_route ROUTE_DIR DRIVE_DIR FRAMES CHANGE_FRAME RPY_BEFORE RPY_AFTER
+//   make_route ROUTE_DIR DRIVE_DIR FRAMES CHANGE_FRAME RPY_BEFORE RPY_AFTER [FIRST_ID]
 #include <capnp/message.h>
 #include <unistd.h>
 
@@ -15,11 +16,13 @@
 #include "drive/log_io.h"
 
 int main(int argc, char **argv) {
-  if (argc != 7) {
-    std::fprintf(
-        stderr, "usage: make_route ROUTE_DIR DRIVE_DIR FRAMES CHANGE_FRAME RPY_BEFORE RPY_AFTER\n");
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr,
+                 "usage: make_route ROUTE_DIR DRIVE_DIR FRAMES CHANGE_FRAME RPY_BEFORE RPY_AFTER "
+                 "[FIRST_ID]\n");
     return 2;
   }
+  const int first_id = argc == 8 ? std::atoi(argv[7]) : 0;
   const std::string route = argv[1], drive = argv[2];
   const int frames = std::atoi(argv[3]), change = std::atoi(argv[4]);
   auto before = op::drive::ParseRpy(argv[5]), after = op::drive::ParseRpy(argv[6]);
@@ -57,7 +60,7 @@ int main(int argc, char **argv) {
       auto event = message.initRoot<op::msg::Event>();
       event.setLogMonoTime(t);
       auto frame = event.initRoadCameraState();
-      frame.setFrameId(i);
+      frame.setFrameId(first_id + i);
       frame.setTimestampSof(t);
       frame.setTimestampEof(t + 20000000ull);
       op::drive::SerializeFlat(message, &bytes);

@@ -797,6 +797,59 @@ TEST_F(Op, FrameGateCountsAFrameUntilReleasedAndDone) {
   gst_caps_unref(caps);
 }
 
+// Two producers share a gate: a frame and its twin (capture times within the twin window) are
+// one frame on the device, admitted or dropped together, whatever the room when the second comes.
+TEST_F(Op, FrameGateAdmitsAndDropsTwinsTogether) {
+  constexpr int kMax = int(kGstOpMaxFramesInFlight);
+  GstOpFrameGate *gate = GstOpFrameGate::New();
+  const int road = gate->AddProducer(), wide = gate->AddProducer();
+  ASSERT_NE(road, wide);
+  const GstClockTime ms = GST_MSECOND;
+  const int a = gate->Admit(road, 0, kMax);
+  ASSERT_GE(a, 0);
+  EXPECT_EQ(gate->Admit(wide, 3 * ms, kMax), a) << "the twin shares the slot";
+  EXPECT_EQ(gate->in_flight(), 1);
+  const int b = gate->Admit(wide, 50 * ms, kMax);  // the wide camera ahead this time
+  ASSERT_GE(b, 0);
+  EXPECT_NE(b, a);
+  EXPECT_EQ(gate->in_flight(), 2);
+  EXPECT_EQ(gate->Admit(wide, 100 * ms, kMax), -1) << "two frames on the device";
+  EXPECT_EQ(gate->Admit(road, 49 * ms, kMax), b);
+  // Room again (both of the first pair give their places back), but the road twin of the
+  // dropped wide frame follows the drop; the next frame is decided on its own.
+  gate->Cancel(a);
+  gate->Cancel(a);
+  EXPECT_EQ(gate->in_flight(), 1);
+  EXPECT_EQ(gate->Admit(road, 99 * ms, kMax), -1) << "its twin was dropped";
+  const int c = gate->Admit(road, 150 * ms, kMax);
+  EXPECT_GE(c, 0);
+  // Not a twin: 25 ms or more apart, and a decision is followed once per producer.
+  EXPECT_EQ(gate->Admit(wide, 125 * ms, kMax), -1) << "two frames on the device";
+  EXPECT_EQ(gate->Admit(wide, 150 * ms, kMax), c);
+  EXPECT_EQ(gate->Admit(wide, 151 * ms, kMax), -1) << "two frames on the device";
+  gate->Cancel(b);
+  gate->Cancel(b);
+  gate->Cancel(c);
+  gate->Cancel(c);
+  EXPECT_EQ(gate->in_flight(), 0);
+  // A twin that comes after its partner is done (the consumer took the partner alone) is
+  // dropped: nothing would pair with it.
+  const int d = gate->Admit(road, 200 * ms, kMax);
+  ASSERT_GE(d, 0);
+  gate->Cancel(d);
+  EXPECT_EQ(gate->in_flight(), 0);
+  EXPECT_EQ(gate->Admit(wide, 201 * ms, kMax), -1) << "its twin is done";
+  // Without a time, or alone, a frame is decided on its own.
+  EXPECT_GE(gate->Admit(road, GST_CLOCK_TIME_NONE, kMax), 0);
+  gate->Unref();
+  GstOpFrameGate *alone = GstOpFrameGate::New();
+  const int only = alone->AddProducer();
+  EXPECT_GE(alone->Admit(only, 0, kMax), 0);
+  EXPECT_GE(alone->Admit(only, 1 * ms, kMax), 0) << "one producer has no twins";
+  EXPECT_EQ(alone->Admit(only, 2 * ms, kMax), -1);
+  alone->Unref();
+}
+
 TEST_F(Op, PoolStopsAndRestarts) {
   GstCaps *caps = Nv12Caps(64, 48);
   GstBufferPool *pool = ConfiguredPool(ctx_, caps, true);

@@ -3,7 +3,8 @@
 # run (tests/elements/test_live.cpp) with a combined model of your choice, frames fed at a fixed
 # period, and GStreamer's latency tracer on. Prints the test's own figures (frames evaluated and
 # dropped, the most frames in flight at a submission, submission-to-completion p95 and the
-# network's device time, both from the device's profiling timestamps) and the tracer's
+# network's device time, both from the device's profiling timestamps; the warp's own device time
+# against 2 x network and 2 x (warp + network)) and the tracer's
 # source-to-sink figure (appsrc's push to opmsgsink's pad, after the queue).
 #
 #   tools/bench/live_latency.sh [MODEL] [FRAMES] [PERIOD_MS]

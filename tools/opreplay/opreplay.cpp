@@ -94,7 +94,8 @@ const char *kUsage =
     "  --realtime[=RATE]    behave like a live camera: release each frame at its capture time\n"
     "                       (RATE times real time, default 1) and answer as a live source, so\n"
     "                       opwarp drops frames when the device falls behind (counted in the\n"
-    "                       summary and in modelV2.frameDropPerc); needs --single-camera\n"
+    "                       summary and in modelV2.frameDropPerc); with both cameras a pair\n"
+    "                       is dropped together\n"
     "  --dump-inputs DIR    write every run's network inputs to DIR as <input>-<frame>.npy\n"
     "                       (calibration data for opc quantize; slow: waits per frame)\n";
 
@@ -117,11 +118,14 @@ std::string Quote(const std::string &s) {
 
 // --realtime: the cameras' frames are released at their capture times (PTS), RATE times faster
 // than real time. Each camera's first frame goes at once (the networks need both cameras' for
-// their first run) and the others wait until its output has left
-// the networks (Ready): a first run compiles the networks, and a camera started then would see
-// all its first frames dropped. From then on the clock runs from the next frame either camera
-// releases. A frame that is already late goes at once: like a camera's, it does not wait for
-// the pipeline.
+// their first run) and the others wait until the networks are up (Ready): a first run compiles
+// the networks, and a camera started then would see all its first frames dropped. Ready comes
+// with the first output of the networks, or as soon as they consumed a frame without running
+// (WatchFirstRun): a first road frame that follows an id gap is not evaluated, and a first wide
+// frame too old for the first road frame is dropped; waiting for an output then would wait for
+// frames that wait for it, and the pipeline, still prerolling, has no clock to time out on. From
+// then on the clock runs from the next frame either camera releases. A frame that is already
+// late goes at once: like a camera's, it does not wait for the pipeline.
 struct RealtimeClock {
   double rate = 0.0;  // 0: off, every frame goes as soon as it is decoded
   std::mutex lock;
@@ -148,11 +152,16 @@ struct RealtimeClock {
     std::this_thread::sleep_until(due);
   }
 
-  // The first frame came out of the networks, or the replay ends: the frames go.
+  // The first frame came out of the networks, they consumed one without running, or the replay
+  // ends: the frames go.
   void Ready() {
     std::lock_guard<std::mutex> guard(lock);
     ready = true;
     ready_cv.notify_all();
+  }
+  bool is_ready() {
+    std::lock_guard<std::mutex> guard(lock);
+    return ready;
   }
 };
 
@@ -447,6 +456,30 @@ gboolean OnProgress(gpointer data) {
   return G_SOURCE_CONTINUE;
 }
 
+// --realtime, until the clock is ready: the networks consumed a frame without an output (a road
+// frame skipped after an id gap, left out for QoS or passed over by the pairing, a wide frame
+// too old for its road frame): their first run cannot be waited for any longer. Polled from the
+// main loop, which runs while the pipeline prerolls; ends once the clock is ready.
+struct FirstRunWatch {
+  GstElement *vision = nullptr;
+  RealtimeClock *clock = nullptr;
+  bool done = false;  // the source removed itself
+};
+
+gboolean WatchFirstRun(gpointer data) {
+  auto *watch = static_cast<FirstRunWatch *>(data);
+  guint64 consumed = 0;
+  if (!watch->clock->is_ready()) {
+    for (const char *stat : {"skipped", "qos-dropped", "dropped-road", "dropped-wide"})
+      consumed += Stat(watch->vision, stat);
+    if (consumed == 0)
+      return G_SOURCE_CONTINUE;
+    watch->clock->Ready();
+  }
+  watch->done = true;
+  return G_SOURCE_REMOVE;
+}
+
 int ParseArgs(int argc, char **argv, Options *o) {
   for (int i = 1; i < argc; i++) {
     const std::string a = argv[i];
@@ -578,6 +611,7 @@ struct PartResult {
   guint64 road_frames = 0, wide_frames = 0;
   guint64 evaluated = 0, skipped = 0, out_of_sync = 0, messages = 0;
   guint64 road_warped = 0, road_dropped = 0, wide_warped = 0, wide_dropped = 0;
+  guint64 road_unpaired = 0, wide_unpaired = 0;  // passed over by opvision's pairing
   double drop_perc_last = 0.0, drop_perc_max = 0.0;
   double vision_ms = 0, policy_ms = 0, vision_wait_ms = 0, policy_wait_ms = 0;
   guint64 stage_frames = 0;
@@ -734,6 +768,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   gst_object_unref(bus);
   run.start = std::chrono::steady_clock::now();
   const guint progress = g_timeout_add(run.tty ? 500 : 5000, OnProgress, &run);
+  FirstRunWatch first_run{run.vision, &realtime};
+  const guint first_run_watch = o.realtime > 0 ? g_timeout_add(20, WatchFirstRun, &first_run) : 0;
   if (gst_element_set_state(run.pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     std::fprintf(stderr, "opreplay: the pipeline did not start\n");
     run.failed = true;
@@ -742,6 +778,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   }
   g_source_remove(progress);
   g_source_remove(watch);
+  if (first_run_watch && !first_run.done)
+    g_source_remove(first_run_watch);
   realtime.Ready();  // no decoder thread may still wait when the pipeline stops
   OnProgress(&run);
   std::fputs("\n", stderr);
@@ -757,6 +795,8 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   result->road_dropped = Stat(run.road_warp, "dropped");
   result->wide_warped = Stat(run.wide_warp, "frames");
   result->wide_dropped = Stat(run.wide_warp, "dropped");
+  result->road_unpaired = Stat(run.vision, "dropped-road");
+  result->wide_unpaired = Stat(run.vision, "dropped-wide");
   result->vision_ms = StatMs(run.vision, "device-time");
   result->policy_ms = StatMs(run.policy, "device-time");
   result->vision_wait_ms = StatMs(run.vision, "mean-time");
@@ -814,6 +854,8 @@ void Accumulate(const PartResult &part, PartResult *total) {
   total->road_dropped += part.road_dropped;
   total->wide_warped += part.wide_warped;
   total->wide_dropped += part.wide_dropped;
+  total->road_unpaired += part.road_unpaired;
+  total->wide_unpaired += part.wide_unpaired;
   total->drop_perc_last = part.drop_perc_last;
   total->drop_perc_max = std::max(total->drop_perc_max, part.drop_perc_max);
   total->stage_frames += part.stage_frames;
@@ -882,13 +924,6 @@ int main(int argc, char **argv) {
   const std::string road = o.route + "/fcamera.hevc", wide = o.route + "/ecamera.hevc";
   const bool two_cameras =
       !o.single_camera && (route.segmented ? stretches[0].wide : FileExists(wide));
-  if (o.realtime > 0 && two_cameras) {
-    // Not supported yet: with both cameras live the replay stops after the first frame.
-    std::fprintf(stderr,
-                 "opreplay: --realtime replays one camera only for now: add "
-                 "--single-camera (the route has ecamera.hevc)\n");
-    return 2;
-  }
   // What the logs say, per stretch in route time (a route folder is one stretch of one segment).
   // OpenRoute read each segment's log once, when it checked the segment.
   std::vector<opreplay::RouteState> states;
@@ -1073,6 +1108,10 @@ int main(int argc, char **argv) {
     std::printf(", %" G_GUINT64_FORMAT " wide", total.wide_dropped);
   std::printf(" (%s)\n", o.realtime > 0 ? "by opwarp: the device fell behind the live frames"
                                         : "none: not live, every frame is processed");
+  if (two_cameras)
+    std::printf("  unpaired         %" G_GUINT64_FORMAT " road, %" G_GUINT64_FORMAT
+                " wide (warped, passed over by the pairing)\n",
+                total.road_unpaired, total.wide_unpaired);
   std::printf("  evaluated        %" G_GUINT64_FORMAT "\n", total.evaluated);
   std::printf("  frameDropPerc    %.2f last, %.2f largest (published in modelV2)\n",
               total.drop_perc_last, total.drop_perc_max);
