@@ -3,7 +3,8 @@
 opreplay (our runtime, the drive's calibration) with the trained vision and policy models, builds
 the accuracy table (tools/train/evaluate.py, no torch), and compares every figure with the one
 recorded in the models' card data (models/trained/accuracy.json, written when the models were
-made, from the same replay).
+made, from the same replay). The models' sha256 must be the ones models/trained/trained.sha256
+(and the card) records, so the figures are known to belong to these files.
 
   check_trained_accuracy.py EVALUATE OPREPLAY DRIVE MODELS_DIR
 
@@ -14,6 +15,7 @@ or a runtime that computes differently moves them by more; float rounding betwee
 not. A figure recorded but missing now (or the reverse) is a failure too.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -31,6 +33,15 @@ def main():
     want = recorded["ours"]
     vision = os.path.join(models, "driving_vision_small.onnx")
     policy = os.path.join(models, "driving_policy_small.onnx")
+    with open(os.path.join(models, "trained.sha256")) as f:
+        sums = dict(reversed(line.split()) for line in f if line.strip())
+    for path in (vision, policy):
+        with open(path, "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if sums.get(os.path.basename(path)) != got:
+            print(f"FAIL: {path}: sha256 {got} is not the one trained.sha256 records "
+                  f"({sums.get(os.path.basename(path))})")
+            return 1
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "table.json")
         cmd = [sys.executable, evaluate, "--drive", drive, "--replay", os.path.join(tmp, "replay"),
