@@ -2,9 +2,10 @@
 # The main job: from a fresh Debian 12 machine (as root) to the pipeline's results on the bundled
 # sample drive. Installs what is missing, creates the Python venv, builds into build/, then
 # replays samples/drive through opwarp → opvision → oppolicy → opmsgsink (both cameras, the small
-# reference models, the sample's own calibration) with opoverlay drawing the predictions and the
-# sample's ground truth. Leaves in out/: rlog.zst (the driving messages), overlay.mkv (the road
-# video with the drawing), contact-sheet.png and summary.txt (the printed summary).
+# models: the trained ones of models/trained where they exist, else the random reference ones;
+# the sample's own calibration) with opoverlay drawing the predictions and the sample's ground
+# truth. Leaves in out/: rlog.zst (the driving messages), overlay.mkv (the road video with the
+# drawing), contact-sheet.png and summary.txt (the printed summary).
 #   tools/main.sh [opreplay options...]      e.g. tools/main.sh --max-frames 40
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,14 @@ drive=samples/drive
 # The sample's calibration (roll, pitch, yaw in radians), from its ground-truth header.
 rpy=$(python3 -c 'import json, sys; print(",".join(str(v) for v in json.load(open(sys.argv[1]))["drive"]["calibration_rpy"]))' "$drive/groundtruth.json")
 
+# The trained small models (tools/train, models/trained/README.md) where they are committed, the
+# random reference models otherwise.
+models=models
+if [ -f models/trained/driving_vision_small.onnx ] && [ -f models/trained/driving_policy_small.onnx ]; then
+  models=models/trained
+fi
+
 mkdir -p out
 "$builddir/tools/opreplay/opreplay" "$drive" \
-  --vision models/driving_vision_small.onnx --policy models/driving_policy_small.onnx \
+  --vision $models/driving_vision_small.onnx --policy $models/driving_policy_small.onnx \
   --rpy "$rpy" --ground-truth "$drive/groundtruth.json" --out out "$@" | tee out/summary.txt

@@ -26,6 +26,15 @@ learns on detached features; the vision network learns from its own heads). Loss
 The policy's desire_pulse input is built from the desire labels as the pipeline builds it from
 the car's desire (rising edges, a 100-entry queue reduced by max over groups of 4).
 
+The recipe: the last layers' mean outputs are scaled and shifted by the labels' std and mean
+(output_scale; folded into the weights on export), so that a lead 50 m ahead or a 300 m path is
+one step of Adam's size away instead of thousands; labels that never change in the data get no
+loss (varying); the learning rate warms up over --warmup steps and decays by a cosine (lr_at);
+with --policy-steps, the last steps train the policy alone on the hidden states of the final,
+frozen vision network, which are exactly the features it sees once exported (before that it
+learns on a cache that is up to --refresh steps old). Each process computes its share of a
+hidden-state refresh.
+
 Checkpoints (RUN/checkpoint.pt) hold the weights, the optimiser, the step, the hidden-state
 cache and the loss history; a rerun with the same RUN resumes at the saved step, and because the
 data order is a function of (seed, step) it continues at the same data position. One progress
@@ -79,7 +88,9 @@ class Data:
         self.names, self.img, self.big, self.labels, self.index = [], [], [], [], []
         for di, d in enumerate(dirs):
             p = os.path.join(root, d)
-            img, big = np.load(os.path.join(p, "img.npy")), np.load(os.path.join(p, "big_img.npy"))
+            # Memory-mapped: the processes share the page cache instead of a copy each.
+            img = np.load(os.path.join(p, "img.npy"), mmap_mode="r")
+            big = np.load(os.path.join(p, "big_img.npy"), mmap_mode="r")
             lab = dict(np.load(os.path.join(p, "labels.npz")))
             missing = sorted(set(LABEL_KEYS) - set(lab))
             if missing:
@@ -112,14 +123,33 @@ def laplace_nll(mu, log_b, x, mask):
     return (nll * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def gauss_nll(mu, log_s, x):
+def gauss_nll(mu, log_s, x, vary):
     log_s = log_s.clamp(-7.0, 11.0)
-    return (0.5 * ((x - mu) * torch.exp(-log_s)) ** 2 + log_s).mean()
+    nll = 0.5 * ((x - mu) * torch.exp(-log_s)) ** 2 + log_s
+    return (nll * vary).sum() / (vary.sum() * len(x)).clamp(min=1.0)
 
 
-def wta(raw, hyp, n, sel, target, mask):
+def varying(data):
+    """Per label key, a float mask over the flattened label: 1 where the label takes more than
+    one value in the data. A label that is the same in every frame (the wide camera's euler
+    angles, the plan's height and roll, ...) carries nothing to learn: its NLL would only drive
+    the std to the clamp's floor, where 1/std turns every rounding error into a gradient that
+    swamps the shared layers. Such outputs keep their starting value, the label's mean (see
+    output_scale), and get no loss."""
+    out = {}
+    for key in ("lane_lines", "road_edges", "lead", "plan", "pose", "road_transform",
+                "wide_from_device_euler"):
+        x = np.concatenate([lab[key].reshape(len(lab[key]), -1) for lab in data.labels])
+        with np.errstate(all="ignore"):
+            spread = np.nan_to_num(np.nanmax(x, axis=0) - np.nanmin(x, axis=0))
+        out[key] = torch.from_numpy((spread > 1e-4).astype(np.float32))
+    return out
+
+
+def wta(raw, hyp, n, sel, target, mask, vary):
     """Winner-takes-all over `hyp` rows of [means (n), log-stds (n), logits (sel)].
-    target: (B, sel, n); mask (B, sel). Returns (NLL of the winners, CE of the selection)."""
+    target: (B, sel, n); mask (B, sel); vary (sel · n,) the elements that get a loss.
+    Returns (NLL of the winners, CE of the selection)."""
     b = raw.shape[0]
     rows = raw.reshape(b, hyp, 2 * n + sel)
     mu, log_b, logits = rows[:, :, :n], rows[:, :, n:2 * n], rows[:, :, 2 * n:]
@@ -130,22 +160,22 @@ def wta(raw, hyp, n, sel, target, mask):
         pick = win[:, None, None].expand(b, 1, n)
         m = mu.gather(1, pick)[:, 0]
         lb = log_b.gather(1, pick)[:, 0]
-        w = mask[:, c:c + 1].expand(b, n)
+        w = mask[:, c:c + 1].expand(b, n) * vary[c * n:(c + 1) * n]
         nll_sum = nll_sum + laplace_nll(m, lb, target[:, c], w)
         ce = nn.functional.cross_entropy(logits[:, :, c], win, reduction="none")
         ce_sum = ce_sum + (ce * mask[:, c]).sum() / mask[:, c].sum().clamp(min=1.0)
     return nll_sum / sel, ce_sum / sel
 
 
-def vision_loss(out, lab):
+def vision_loss(out, lab, vary):
     parts = {}
     ll = out[:, V_OFF["lane_lines"]]
     t = lab["lane_lines"].reshape(-1, 264)
-    m = torch.isfinite(t).float()
+    m = torch.isfinite(t).float() * vary["lane_lines"]
     parts["lane_lines"] = laplace_nll(ll[:, :264], ll[:, 264:], torch.nan_to_num(t), m)
     re = out[:, V_OFF["road_edges"]]
     t = lab["road_edges"].reshape(-1, 132)
-    m = torch.isfinite(t).float()
+    m = torch.isfinite(t).float() * vary["road_edges"]
     parts["road_edges"] = laplace_nll(re[:, :132], re[:, 132:], torch.nan_to_num(t), m)
     # laneLineProbs are the odd entries (present); the even ones their complement.
     p = lab["lane_lines_prob"]
@@ -153,17 +183,20 @@ def vision_loss(out, lab):
     parts["lane_lines_prob"] = nn.functional.binary_cross_entropy_with_logits(
         out[:, V_OFF["lane_lines_prob"]], target)
     lead_nll, lead_ce = wta(out[:, V_OFF["lead"]], LEAD_HYP, LEAD_N, LEAD_SEL,
-                            lab["lead"].reshape(-1, LEAD_SEL, LEAD_N), lab["lead_prob"])
+                            lab["lead"].reshape(-1, LEAD_SEL, LEAD_N), lab["lead_prob"],
+                            vary["lead"])
     parts["lead"] = lead_nll
     parts["lead_select"] = lead_ce
     parts["lead_prob"] = nn.functional.binary_cross_entropy_with_logits(
         out[:, V_OFF["lead_prob"]], lab["lead_prob"])
     pose = out[:, V_OFF["pose"]]
-    parts["pose"] = gauss_nll(pose[:, :6], pose[:, 6:], lab["pose"])
+    parts["pose"] = gauss_nll(pose[:, :6], pose[:, 6:], lab["pose"], vary["pose"])
     rt = out[:, V_OFF["road_transform"]]
-    parts["road_transform"] = gauss_nll(rt[:, :6], rt[:, 6:], lab["road_transform"])
+    parts["road_transform"] = gauss_nll(rt[:, :6], rt[:, 6:], lab["road_transform"],
+                                       vary["road_transform"])
     we = out[:, V_OFF["wide_from_device_euler"]]
-    parts["wide_from_device_euler"] = gauss_nll(we[:, :3], we[:, 3:], lab["wide_from_device_euler"])
+    parts["wide_from_device_euler"] = gauss_nll(we[:, :3], we[:, 3:], lab["wide_from_device_euler"],
+                                               vary["wide_from_device_euler"])
     # desire_pred: a softmax per row of (4, 8), so cross-entropy per row.
     dp = out[:, V_OFF["desire_pred"]].reshape(-1, 8)
     parts["desire_pred"] = nn.functional.cross_entropy(dp, lab["desire_pred"].reshape(-1, 8).argmax(1))
@@ -171,23 +204,112 @@ def vision_loss(out, lab):
     return parts
 
 
-def policy_loss(out, lab):
+def policy_loss(out, lab, vary):
     plan_nll, plan_ce = wta(out[:, P_OFF["plan"]], PLAN_HYP, PLAN_N, 1,
-                            lab["plan"].reshape(-1, 1, PLAN_N), torch.ones(len(out), 1))
+                            lab["plan"].reshape(-1, 1, PLAN_N), torch.ones(len(out), 1), vary["plan"])
     desire = nn.functional.cross_entropy(out[:, P_OFF["desire_state"]], lab["desire_state"].argmax(1))
     return {"plan": plan_nll, "plan_select": plan_ce, "desire_state": desire}
 
 
-class Both(nn.Module):
-    """Vision and policy in one module so that one DDP wrapper averages both gradients."""
+def output_scale(data):
+    """Per-output scale and shift of the networks' last layers, from the labels' spread: a mean
+    output becomes shift + scale · raw, so the raw outputs start near the labels' mean and one
+    unit of raw output is one label std (a lead 50 m ahead or a path 300 m long is out of reach
+    of a freshly initialised layer otherwise), and a log-std output starts at log of the labels'
+    std. The scale and shift are folded into the last layer's weights on export (see fold()).
+    Returns {"vision": (scale, shift), "policy": (scale, shift)} as float32 arrays over the
+    outputs of each network's last layer (for vision: the slices before hidden_state)."""
+    def stats(key):
+        x = np.concatenate([lab[key].reshape(len(lab[key]), -1) for lab in data.labels])
+        if key == "lead":  # only where there is a lead (the label is 0 elsewhere)
+            present = np.concatenate([lab["lead_prob"] for lab in data.labels])
+            x = np.where(np.repeat(present, LEAD_N, axis=1) > 0.5, x, np.nan)
+        with np.errstate(all="ignore"):
+            mean, std = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
+        mean, std = np.nan_to_num(mean), np.nan_to_num(std)
+        return mean.astype(np.float32), np.maximum(std, 0.05).astype(np.float32)
 
-    def __init__(self, cfg):
+    def mean_std(key, n_mu):
+        mean, std = stats(key)
+        return (np.concatenate([std, np.ones(n_mu, np.float32)]),
+                np.concatenate([mean, np.log(std)]))
+
+    def hypotheses(key, hyp, n, sel):
+        mean, std = stats(key)
+        mean, std = mean.reshape(sel, n).mean(0), std.reshape(sel, n).max(0)
+        row_s = np.concatenate([std, np.ones(n + sel, np.float32)])
+        row_m = np.concatenate([mean, np.log(std), np.zeros(sel, np.float32)])
+        return np.tile(row_s, hyp), np.tile(row_m, hyp)
+
+    parts = {"pose": mean_std("pose", 6), "road_transform": mean_std("road_transform", 6),
+             "wide_from_device_euler": mean_std("wide_from_device_euler", 3),
+             "lane_lines": mean_std("lane_lines", 264), "road_edges": mean_std("road_edges", 132),
+             "lead": hypotheses("lead", LEAD_HYP, LEAD_N, LEAD_SEL),
+             "plan": hypotheses("plan", PLAN_HYP, PLAN_N, 1)}
+    out = {}
+    for net, slices in (("vision", VISION_SLICES), ("policy", POLICY_SLICES)):
+        sc, sh = [], []
+        for k, n in slices:
+            if k == "hidden_state":
+                break
+            s, m = parts.get(k, (np.ones(n, np.float32), np.zeros(n, np.float32)))
+            assert len(s) == n, k
+            sc.append(s)
+            sh.append(m)
+        out[net] = (np.concatenate(sc).astype(np.float32), np.concatenate(sh).astype(np.float32))
+    return out
+
+
+class Both(nn.Module):
+    """Vision and policy in one module so that one DDP wrapper averages both gradients. The last
+    layers' outputs are scaled and shifted by output_scale()'s buffers (folded on export)."""
+
+    def __init__(self, cfg, scale=None):
         super().__init__()
         self.vision = nets.DrivingVision(cfg["vision"], VISION_SLICES[:-1])
         self.policy = nets.DrivingPolicy(cfg["policy"], POLICY_SLICES)
+        nv = self.vision.head.n_before
+        npol = sum(n for _, n in POLICY_SLICES)
+        for name, n in (("vision", nv), ("policy", npol)):
+            s, m = scale[name] if scale else (np.ones(n, np.float32), np.zeros(n, np.float32))
+            self.register_buffer(f"{name}_scale", torch.from_numpy(np.array(s)))
+            self.register_buffer(f"{name}_shift", torch.from_numpy(np.array(m)))
 
     def forward(self, img, big, feats, desire, traffic):
-        return self.vision(img, big), self.policy(feats, desire, traffic)
+        v = None
+        if img is not None:  # None: a policy-only step
+            v = self.vision(img, big)
+            nv = self.vision_scale.shape[0]
+            v = torch.cat([v[:, :nv] * self.vision_scale + self.vision_shift, v[:, nv:]], dim=1)
+        p = self.policy(feats, desire, traffic) * self.policy_scale + self.policy_shift
+        return v, p
+
+    @torch.no_grad()
+    def fold(self):
+        """Folds the scale and shift into the last layers (vision.head.out, policy.policy.out),
+        so that the bare networks compute what forward() does; the buffers become 1 and 0."""
+        for lin, s, m in ((self.vision.head.out, self.vision_scale, self.vision_shift),
+                          (self.policy.policy.out, self.policy_scale, self.policy_shift)):
+            lin.weight.mul_(s[:, None])
+            lin.bias.mul_(s).add_(m)
+            s.fill_(1.0)
+            m.zero_()
+
+
+def lr_at(step, peak, warmup, vision_steps, steps):
+    """Learning rates (vision, policy) of a step, a function of the step alone (resume gives the
+    same): a linear warm-up over `warmup` steps, then a cosine decay to 5 % of the peak at the
+    end of the joint phase; in the policy-only phase after it, the vision rate is 0 and the
+    policy's decays again from the peak to 5 % over that phase."""
+    def cosine(i, n):
+        return peak * (0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * min(i / max(n, 1), 1.0))))
+    if step < vision_steps:
+        if step < warmup:
+            lr = peak * (step + 1) / warmup
+        else:
+            lr = cosine(step - warmup, vision_steps - warmup)
+        return lr, lr
+    return 0.0, cosine(step - vision_steps, steps - vision_steps)
 
 
 def history(cache, drive, k):
@@ -217,17 +339,25 @@ def desire_input(desire_state, k):
 
 @torch.no_grad()
 def refresh_cache(vision, data, batch=16):
+    """The hidden states of every frame under the current vision network. Each process computes
+    every world-size-th drive and the processes exchange their parts, so a refresh costs 1/world
+    of the whole set per process."""
     vision.eval()
     h = V_OFF["hidden_state"]
-    cache = []
-    for img, big in zip(data.img, data.big):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    mine = {}
+    for di in range(rank, len(data.img), world):
+        img, big = data.img[di], data.big[di]
         rows = []
         for i in range(0, len(img), batch):
-            out = vision(torch.from_numpy(img[i:i + batch]), torch.from_numpy(big[i:i + batch]))
+            out = vision(torch.from_numpy(np.array(img[i:i + batch])),
+                         torch.from_numpy(np.array(big[i:i + batch])))
             rows.append(out[:, h].numpy())
-        cache.append(np.concatenate(rows))
+        mine[di] = np.concatenate(rows)
+    parts = [None] * world
+    dist.all_gather_object(parts, mine)
     vision.train()
-    return cache
+    return [next(p[di] for p in parts if di in p) for di in range(len(data.img))]
 
 
 def plot(history_, path):
@@ -256,6 +386,7 @@ def export(run, out):
     cfg = generate.CONFIGS[ck["size"]]
     both = Both(cfg)
     both.load_state_dict(ck["model"])
+    both.fold()
     os.makedirs(out, exist_ok=True)
     doc = f"trained by tools/train/train.py: {ck['step']} steps, data {ck['data']}, seed {ck['seed']}"
     for name, net, slices in (("driving_vision", both.vision, VISION_SLICES),
@@ -276,7 +407,12 @@ def main():
     ap.add_argument("--run", required=True, help="checkpoint, log and plot folder")
     ap.add_argument("--steps", type=int, default=40, help="train until this step")
     ap.add_argument("--batch", type=int, default=4, help="samples per process per step")
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=1e-3,
+                    help="peak learning rate (linear warm-up, then cosine decay; see lr_at)")
+    ap.add_argument("--warmup", type=int, default=20, help="warm-up steps")
+    ap.add_argument("--policy-steps", type=int, default=0,
+                    help="the last N of --steps train the policy alone on the final vision "
+                         "network's hidden states (the vision network is frozen)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--size", default="small", choices=sorted(generate.CONFIGS))
     ap.add_argument("--refresh", type=int, default=10, help="steps between hidden-state refreshes")
@@ -297,20 +433,30 @@ def main():
     torch.manual_seed(a.seed)
     data = Data(a.data)
     cfg = generate.CONFIGS[a.size]
-    both = Both(cfg)
+    both = Both(cfg, output_scale(data))
+    vary = varying(data)
     nets.init_weights(both.vision, 7001)
     nets.init_weights(both.policy, 7002)
-    opt = torch.optim.Adam(both.parameters(), lr=a.lr)
+    # Two groups: the vision group's rate is 0 while the policy trains alone.
+    opt = torch.optim.Adam([{"params": both.vision.parameters()},
+                            {"params": both.policy.parameters()}], lr=a.lr)
     ckpt = os.path.join(a.run, "checkpoint.pt")
     step, hist, cache, cache_step = 0, [], None, -1
+    vision_steps = a.steps - a.policy_steps
+    if vision_steps < 0:
+        raise SystemExit("train: --policy-steps is more than --steps")
     if os.path.exists(ckpt):
         ck = torch.load(ckpt)
         if ck["data"] != data.names or ck["batch"] != a.batch or ck["world"] != world:
             raise SystemExit(f"train: {ckpt} was made with other data, batch or world size")
+        if ck.get("schedule") != [a.lr, a.warmup, vision_steps]:
+            raise SystemExit(f"train: {ckpt} was made with another schedule "
+                             f"(lr, warmup, vision steps {ck.get('schedule')})")
         both.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         step, hist, cache, cache_step = ck["step"], ck["history"], ck["cache"], ck["cache_step"]
-    ddp = DDP(both)
+    # Policy-only steps leave the vision parameters without gradients.
+    ddp = DDP(both, find_unused_parameters=a.policy_steps > 0)
     gb = a.batch * world
     _, epoch, pos = data.positions(a.seed, step, gb)
     if rank == 0:
@@ -321,21 +467,28 @@ def main():
     tc = torch.tensor([[1.0, 0.0]])
     while step < a.steps:
         t0 = time.monotonic()
-        if cache is None or step - cache_step >= a.refresh:
+        vision_on = step < vision_steps
+        if (cache is None or (vision_on and step - cache_step >= a.refresh)
+                or (not vision_on and cache_step < vision_steps)):
             cache, cache_step = refresh_cache(both.vision, data), step
+        lr_v, lr_p = lr_at(step, a.lr, a.warmup, vision_steps, a.steps)
+        opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr_v, lr_p
         idx, epoch, pos = data.positions(a.seed, step, gb)
         mine = idx[rank::world]
-        img = torch.from_numpy(np.stack([data.img[data.index[i][0]][data.index[i][1]] for i in mine]))
-        big = torch.from_numpy(np.stack([data.big[data.index[i][0]][data.index[i][1]] for i in mine]))
+        img = big = None
+        if vision_on:
+            img = torch.from_numpy(np.stack([data.img[data.index[i][0]][data.index[i][1]] for i in mine]))
+            big = torch.from_numpy(np.stack([data.big[data.index[i][0]][data.index[i][1]] for i in mine]))
         feats = torch.from_numpy(np.stack([history(cache, *data.index[i]) for i in mine]))
         lab = {k: torch.from_numpy(np.stack([data.labels[data.index[i][0]][k][data.index[i][1]]
                                              for i in mine])) for k in data.labels[0]}
         desire = torch.from_numpy(np.stack([desire_input(data.labels[data.index[i][0]]["desire_state"],
                                                          data.index[i][1]) for i in mine]))
         vout, pout = ddp(img, big, feats, desire, tc.expand(len(mine), 2))
-        vparts, pparts = vision_loss(vout, lab), policy_loss(pout, lab)
-        lv, lp = sum(vparts.values()), sum(pparts.values())
-        opt.zero_grad()
+        pparts = policy_loss(pout, lab, vary)
+        lv = sum(vision_loss(vout, lab, vary).values()) if vision_on else torch.zeros(())
+        lp = sum(pparts.values())
+        opt.zero_grad(set_to_none=True)
         (lv + lp).backward()
         opt.step()
         step += 1
@@ -344,18 +497,19 @@ def main():
         stats /= world
         dt = time.monotonic() - t0
         hist.append({"step": step, "total": float(stats.sum()), "vision": float(stats[0]),
-                     "policy": float(stats[1]), "seconds": dt})
+                     "policy": float(stats[1]), "seconds": dt, "lr": lr_v if vision_on else lr_p})
         if rank == 0:
             print(f"step {step}/{a.steps} loss {float(stats.sum()):.3f} (vision {float(stats[0]):.3f}, "
                   f"policy {float(stats[1]):.3f}) epoch {epoch} index {pos} {dt:.2f} s/step "
-                  f"{gb / dt:.1f} samples/s", flush=True)
+                  f"{gb / dt:.1f} samples/s lr {lr_v if vision_on else lr_p:.2e}"
+                  f"{'' if vision_on else ' (policy alone)'}", flush=True)
         if step % a.ckpt_every == 0 or step == a.steps or step == a.stop_after:
             if rank == 0:
                 tmp = ckpt + ".tmp"
                 torch.save({"model": both.state_dict(), "optimizer": opt.state_dict(), "step": step,
                             "history": hist, "cache": cache, "cache_step": cache_step,
                             "data": data.names, "batch": a.batch, "world": world, "seed": a.seed,
-                            "size": a.size}, tmp)
+                            "size": a.size, "schedule": [a.lr, a.warmup, vision_steps]}, tmp)
                 os.replace(tmp, ckpt)
                 print(f"train: checkpoint at step {step}", flush=True)
             dist.barrier()

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The committed trained models still see the road as recorded: replays a held-out drive through
+opreplay (our runtime, the drive's calibration) with the trained vision and policy models, builds
+the accuracy table (tools/train/evaluate.py, no torch), and compares every figure with the one
+recorded in the models' card data (models/trained/accuracy.json, written when the models were
+made, from the same replay). The models' sha256 must be the ones models/trained/trained.sha256
+(and the card) records, so the figures are known to belong to these files.
+
+  check_trained_accuracy.py EVALUATE OPREPLAY DRIVE MODELS_DIR
+
+Tolerance: an error figure (m, m/s or % of the distance) may move by 2 % of the recorded value
+plus 0.005; a share (probability and presence accuracies, within-one-std shares) by 1 percentage
+point. The figures come from hundreds of lines and frames, so a changed model, a changed parse
+or a runtime that computes differently moves them by more; float rounding between devices does
+not. A figure recorded but missing now (or the reverse) is a failure too.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    if len(sys.argv) != 5:
+        print(__doc__, file=sys.stderr)
+        return 2
+    evaluate, opreplay, drive, models = sys.argv[1:]
+    with open(os.path.join(models, "accuracy.json")) as f:
+        recorded = json.load(f)
+    want = recorded["ours"]
+    vision = os.path.join(models, "driving_vision_small.onnx")
+    policy = os.path.join(models, "driving_policy_small.onnx")
+    with open(os.path.join(models, "trained.sha256")) as f:
+        sums = dict(reversed(line.split()) for line in f if line.strip())
+    for path in (vision, policy):
+        with open(path, "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if sums.get(os.path.basename(path)) != got:
+            print(f"FAIL: {path}: sha256 {got} is not the one trained.sha256 records "
+                  f"({sums.get(os.path.basename(path))})")
+            return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "table.json")
+        cmd = [sys.executable, evaluate, "--drive", drive, "--replay", os.path.join(tmp, "replay"),
+               "--opreplay", opreplay, "--vision", vision, "--policy", policy, "--json", out]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            print(f"FAIL: evaluate.py exited {r.returncode}: {r.stderr.strip()}")
+            return 1
+        with open(out) as f:
+            got = json.load(f)["ours"]
+    failures = []
+    if got.get("frames") != want.get("frames"):
+        failures.append(f"frames: {got.get('frames')} matched, recorded {want.get('frames')}")
+    for key in sorted(set(want) | set(got)):
+        if key == "frames" or key.endswith("_n"):
+            continue
+        if key not in got or key not in want:
+            failures.append(f"{key}: {'missing now' if key not in got else 'not recorded'}")
+            continue
+        share = key.endswith("_acc") or key.endswith("within_std")
+        tol = 0.01 if share else 0.02 * abs(want[key]) + 0.005
+        ok = abs(got[key] - want[key]) <= tol
+        print(f"{'ok  ' if ok else 'FAIL'} {key}: {got[key]:.4f} (recorded {want[key]:.4f}, "
+              f"tolerance {tol:.4f})")
+        if not ok:
+            failures.append(f"{key}: {got[key]:.4f}, recorded {want[key]:.4f} (tolerance {tol:.4f})")
+    if failures:
+        print("FAIL: the trained models' accuracy moved:\n  " + "\n  ".join(failures))
+        return 1
+    print(f"ok: {len(want) - 1} figures of {drive} within tolerance of the recorded ones")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
