@@ -1365,10 +1365,19 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
   }
   k.args.push_back(TArg(y));
   k.label = node.Describe();
-  k.entry = "qmatmul";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul", d));
-  k.global = {CeilDiv(batch * m * n, 64) * 64};
-  k.local = {64};
+  if (e.opt.profile == cl::Profile::kCpu) {
+    // RB rows by 16 columns per work-item, k in pairs through pmaddwd (kernels/qmatmul_vec.cl).
+    const int64_t rb = 4;
+    d.Int("RB", rb);
+    k.entry = "qmatmul_vec";
+    OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul_vec", d));
+    k.global = {CeilDiv(n, 16), CeilDiv(m, rb), static_cast<uint64_t>(batch)};
+  } else {
+    k.entry = "qmatmul";
+    OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul", d));
+    k.global = {CeilDiv(batch * m * n, 64) * 64};
+    k.local = {64};
+  }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;
   e.Emit(std::move(k));
