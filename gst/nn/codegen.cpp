@@ -1099,10 +1099,19 @@ Status LowerQuantizeLinear(Emitter &e, const Node &node) {
   DefQuantRange(d, e.T(y).dtype);
   Pending k;
   k.label = node.Describe();
-  k.entry = "quantize";
+  // The CPU profile quantizes a float32 tensor with one scale 16 elements per work-item.
+  const bool vec = e.opt.profile == cl::Profile::kCpu && node.op == OpKind::kQuantizeLinear &&
+                   count == 1 && e.Tag(x) == "f32";
+  if (vec) {
+    d.Int("QV", 1);
+    k.entry = "quantize_vec";
+    k.global = {CeilDiv(num, 16)};
+  } else {
+    k.entry = "quantize";
+    k.global = {CeilDiv(num, 64) * 64};
+    k.local = {64};
+  }
   OP_ASSIGN_OR_RETURN(k.source, e.Source("quant", d));
-  k.global = {CeilDiv(num, 64) * 64};
-  k.local = {64};
   k.args = {TArg(x), TArg(s)};
   if (z != kNoTensor)
     k.args.push_back(TArg(z));
