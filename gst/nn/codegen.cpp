@@ -1179,6 +1179,9 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw, pairs = (cg + 1) / 2;
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
+  // One input channel per group (depthwise): pairs of horizontal taps instead of channels.
+  const bool tap_pairs = cg == 1 && win.kw > 1;
+  const int64_t kwp = (win.kw + 1) / 2;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
   const int64_t v = pixels >= 16 ? 16 : 8;
   const int64_t ocb = std::min<int64_t>(ocg, 8), blocks = CeilDiv(ocg, ocb);
@@ -1187,7 +1190,8 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   // for output channels past the group's end.
   const Tensor &wsrc = e.T(e.Root(w));
   const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
-  std::vector<int32_t> shifted(static_cast<size_t>(g * blocks * pairs * taps * ocb * 2), 0);
+  const int64_t slots = tap_pairs ? win.kh * kwp : pairs * taps;  // weight pairs per channel
+  std::vector<int32_t> shifted(static_cast<size_t>(g * blocks * slots * ocb * 2), 0);
   bool fits8 = true;
   for (int64_t gi = 0; gi < g; gi++)
     for (int64_t blk = 0; blk < blocks; blk++)
@@ -1206,8 +1210,12 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
                                    wsrc, static_cast<size_t>((m * cg + ic) * taps + t))) -
                                zp;
             fits8 = fits8 && v8 >= -128 && v8 <= 127;
-            shifted[static_cast<size_t>(
-                ((((gi * blocks + blk) * pairs + ic / 2) * taps + t) * ocb + a) * 2 + ic % 2)] = v8;
+            // (pair slot, element): channel pairs, or (row, tap pair) of one channel
+            const int64_t slot =
+                tap_pairs ? (t / win.kw) * kwp + (t % win.kw) / 2 : (ic / 2) * taps + t;
+            const int64_t el = tap_pairs ? (t % win.kw) % 2 : ic % 2;
+            shifted[static_cast<size_t>((((gi * blocks + blk) * slots + slot) * ocb + a) * 2 +
+                                        el)] = v8;
           }
       }
   const DType wt_type = fits8 ? DType::kInt8 : DType::kInt32;
@@ -1218,15 +1226,15 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
     else
       std::memcpy(&wt[i * 4], &shifted[i], 4);
   }
-  TensorId wv = e.NewConstant(wsrc.name + "_qvec", wt_type, {g * blocks, pairs, taps, ocb * 2},
-                              std::move(wt));
+  TensorId wv =
+      e.NewConstant(wsrc.name + "_qvec", wt_type, {g * blocks, slots, ocb * 2}, std::move(wt));
 
   Defines d;
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
-  d.Int("OCB", ocb).Int("V", v).Int("FLAT", flat);
+  d.Int("OCB", ocb).Int("V", v).Int("FLAT", flat).Int("TAP_PAIRS", tap_pairs);
   d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
   if (xz != kNoTensor)
     d.Def("TXZ", e.Tag(xz));

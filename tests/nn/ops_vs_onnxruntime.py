@@ -246,7 +246,8 @@ case("qlinearconv_depthwise_i8", "QLinearConv",
      {"group": 4, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, opset=13, tol=EXACT)
 # Constant weights (as in a model) take the CPU profile's vector kernel (qconv_vec.cl): odd
 # input channel counts (a channel pair with a missing partner), output channels that do not
-# fill a block of 8, rows shorter and longer than a vector, padding, stride 2, depthwise 7x7,
+# fill a block of 8, rows shorter and longer than a vector, padding, stride 2, depthwise 7x7 and
+# 3x3 stride 2 with two outputs per channel and a dilation (pairs of taps),
 # weights whose shifted values need 32 bits (uint8 with a zero point).
 case("qlinearconv_const_1x1", "QLinearConv",
      [("x", u8(1, 7, 9, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(131, np.uint8)),
@@ -266,6 +267,12 @@ case("qlinearconv_const_depthwise_7x7", "QLinearConv",
       ("ws", scales(6)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(128, np.uint8))],
      {"group": 6, "pads": [3, 3, 3, 3]}, opset=13, tol=EXACT,
      consts=[("w", i8(6, 1, 7, 7)), ("wz", np.zeros(6, np.int8))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+case("qlinearconv_const_depthwise_s2_x2", "QLinearConv",
+     [("x", u8(1, 4, 12, 41)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(90, np.uint8)),
+      ("ws", scales(8)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(128, np.uint8))],
+     {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [1, 2]}, opset=13, tol=EXACT,
+     consts=[("w", i8(8, 1, 3, 3)), ("wz", np.zeros(8, np.int8))],
      order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
 case("qlinearconv_const_grouped_i8", "QLinearConv",
      [("x", i8(1, 6, 13, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(-5, np.int8)),

@@ -14,10 +14,12 @@
 // weight zero point already subtracted (TW is i8 when every shifted weight fits, else i32);
 // CP = ceil(CG / 2), the odd channel's partner past the group's end has weight 0 (its input is
 // the even channel again, a valid read), as have the output channels past the group's end.
+// TAP_PAIRS (one input channel per group: depthwise): the pairs are horizontal taps instead,
+// wt[G * OC_BLOCKS][KH][KWP][OCB][2] with KWP = ceil(KW / 2) and an odd KW's last partner 0.
 //
 // The epilogue is qconv.cl's exactly: + int32 bias, * nn_div_rn(xs * ws[m], ys), round half to
 // even, + yzp, saturated to [QMIN, QMAX] (the Relu the fusion pass absorbed is that saturation).
-// Defines: TX TW TY; N C H W OC OH OW G; KH KW SH SW DH DW PH PW; OCB V (8 or 16) FLAT;
+// Defines: TX TW TY; N C H W OC OH OW G; KH KW SH SW DH DW PH PW; OCB V (8 or 16) FLAT TAP_PAIRS;
 // HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ WS_N HAS_BIAS QMIN QMAX.
 #include "quant.cl"
 
@@ -26,6 +28,7 @@
 #define CP ((CG + 1) / 2)
 #define OC_BLOCKS ((OCG + OCB - 1) / OCB)
 #define TAPS (KH * KW)
+#define KWP ((KW + 1) / 2)
 #if FLAT
 #define ROWS 1
 #define PIXELS (OH * OW)
@@ -116,7 +119,11 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
   const int oc0 = g * OCG + (gb % OC_BLOCKS) * OCB;
   const int p0 = pb * V;
   x += x_off + (n * C + g * CG) * H * W;
+#if TAP_PAIRS
+  w += w_off + gb * (KH * KWP * OCB * 2);
+#else
   w += w_off + gb * (CP * TAPS * OCB * 2);
+#endif
 #if HAS_XZP
   const short xzp = (short)LOAD(TXZ, xz, xz_off);
 #else
@@ -128,6 +135,21 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
     for (int a = 0; a < OCB; a++)
       acc[h][a] = (int8)(0);
 
+#if TAP_PAIRS
+  // One input channel (depthwise): pairs of horizontal taps instead of channels.
+  for (int kh = 0; kh < KH; kh++) {
+    const int ih = oh * SH - PH + kh * DH;
+    if (ih < 0 || ih >= H)
+      continue;
+    for (int kp = 0; kp < KWP; kp++) {
+      const int kw0 = 2 * kp, kw1 = kw0 + 1 < KW ? kw0 + 1 : kw0;
+      short8 x0[HALVES], x1[HALVES];
+      nn_q_row(x, ih * W, p0 * SW - PW + kw0 * DW, W, xzp, x0);
+      nn_q_row(x, ih * W, p0 * SW - PW + kw1 * DW, W, xzp, x1);
+      NN_Q_TAP(x0, x1, (kh * KWP + kp) * OCB * 2);
+    }
+  }
+#else
   for (int cp = 0; cp < CP; cp++) {
     const int c0 = 2 * cp, c1 = c0 + 1 < CG ? c0 + 1 : c0;
 #if FLAT
@@ -150,6 +172,7 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
     }
 #endif
   }
+#endif
 
   const int ybase = (n * OC) * (OH * OW) + oh * OW + p0;
 #if QLINEAR
