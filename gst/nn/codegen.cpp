@@ -13,6 +13,7 @@
 #include "nn/codegen_internal.h"
 #include "nn/op_params.h"
 #include "nn/plan.h"
+#include "nn/reference_ops.h"
 #include "nn_kernels.h"
 #include "nn_op_cases.h"
 
@@ -1098,10 +1099,19 @@ Status LowerQuantizeLinear(Emitter &e, const Node &node) {
   DefQuantRange(d, e.T(y).dtype);
   Pending k;
   k.label = node.Describe();
-  k.entry = "quantize";
+  // The CPU profile quantizes a float32 tensor with one scale 16 elements per work-item.
+  const bool vec = e.opt.profile == cl::Profile::kCpu && node.op == OpKind::kQuantizeLinear &&
+                   count == 1 && e.Tag(x) == "f32";
+  if (vec) {
+    d.Int("QV", 1);
+    k.entry = "quantize_vec";
+    k.global = {CeilDiv(num, 16)};
+  } else {
+    k.entry = "quantize";
+    k.global = {CeilDiv(num, 64) * 64};
+    k.local = {64};
+  }
   OP_ASSIGN_OR_RETURN(k.source, e.Source("quant", d));
-  k.global = {CeilDiv(num, 64) * 64};
-  k.local = {64};
   k.args = {TArg(x), TArg(s)};
   if (z != kNoTensor)
     k.args.push_back(TArg(z));
@@ -1140,7 +1150,134 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// The CPU profile's quantized convolution (kernels/qconv_vec.cl): OCB output channels by V
+// pixels per work-item, input channels in pairs, the constant weights re-laid out as
+// wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
+// shifted weight fits, else int32), so that each output channel's weight pair is one load.
+// Needs 2-D, constant weights and a constant (or absent) weight zero point.
+bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId y = node.outputs[0];
+  if (e.opt.profile != cl::Profile::kCpu || w == kNoTensor || e.Dims(w).size() != 4 ||
+      !e.T(e.Root(w)).is_constant() || (wz != kNoTensor && !e.T(e.Root(wz)).is_constant()))
+    return false;
+  auto xi_or = Nchw(node, e.Dims(x));
+  auto yo_or = Nchw(node, e.Dims(y));
+  if (!xi_or.ok() || !yo_or.ok())
+    return false;
+  const auto xi = *xi_or, yo = *yo_or;
+  const std::vector<int64_t> wd = e.Dims(w);
+  const int64_t g = node.attrs.Int("group", 1);
+  if (g <= 0 || xi[1] % g || yo[1] % g || wd[1] * g != xi[1])
+    return false;  // the generic path reports it
+  auto win_or = ReadWindow(node, Spatial(wd), Spatial(e.Dims(x)), Spatial(e.Dims(y)));
+  if (!win_or.ok())
+    return false;
+  const Window win = *win_or;
+  const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw, pairs = (cg + 1) / 2;
+  const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
+                    win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
+  // One input channel per group (depthwise): pairs of horizontal taps instead of channels.
+  const bool tap_pairs = cg == 1 && win.kw > 1;
+  const int64_t kwp = (win.kw + 1) / 2;
+  const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
+  const int64_t v = pixels >= 16 ? 16 : 8;
+  const int64_t ocb = std::min<int64_t>(ocg, 8), blocks = CeilDiv(ocg, ocb);
+
+  // Shifted weights w - wzp[oc] in the pair layout; 0 for the odd channel's missing partner and
+  // for output channels past the group's end.
+  const Tensor &wsrc = e.T(e.Root(w));
+  const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
+  const int64_t slots = tap_pairs ? win.kh * kwp : pairs * taps;  // weight pairs per channel
+  std::vector<int32_t> shifted(static_cast<size_t>(g * blocks * slots * ocb * 2), 0);
+  bool fits8 = true;
+  for (int64_t gi = 0; gi < g; gi++)
+    for (int64_t blk = 0; blk < blocks; blk++)
+      for (int64_t a = 0; a < ocb; a++) {
+        const int64_t oc = blk * ocb + a;
+        if (oc >= ocg)
+          continue;
+        const int64_t m = gi * ocg + oc;
+        const int32_t zp =
+            wzt == nullptr ? 0
+                           : static_cast<int32_t>(ref::GetReal(
+                                 *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+        for (int64_t ic = 0; ic < cg; ic++)
+          for (int64_t t = 0; t < taps; t++) {
+            const int32_t v8 = static_cast<int32_t>(ref::GetReal(
+                                   wsrc, static_cast<size_t>((m * cg + ic) * taps + t))) -
+                               zp;
+            fits8 = fits8 && v8 >= -128 && v8 <= 127;
+            // (pair slot, element): channel pairs, or (row, tap pair) of one channel
+            const int64_t slot =
+                tap_pairs ? (t / win.kw) * kwp + (t % win.kw) / 2 : (ic / 2) * taps + t;
+            const int64_t el = tap_pairs ? (t % win.kw) % 2 : ic % 2;
+            shifted[static_cast<size_t>((((gi * blocks + blk) * slots + slot) * ocb + a) * 2 +
+                                        el)] = v8;
+          }
+      }
+  const DType wt_type = fits8 ? DType::kInt8 : DType::kInt32;
+  Bytes wt(shifted.size() * DTypeSize(wt_type));
+  for (size_t i = 0; i < shifted.size(); i++) {
+    if (fits8)
+      wt[i] = static_cast<uint8_t>(static_cast<int8_t>(shifted[i]));
+    else
+      std::memcpy(&wt[i * 4], &shifted[i], 4);
+  }
+  TensorId wv =
+      e.NewConstant(wsrc.name + "_qvec", wt_type, {g * blocks, slots, ocb * 2}, std::move(wt));
+
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("OCB", ocb).Int("V", v).Int("FLAT", flat).Int("TAP_PAIRS", tap_pairs);
+  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  Pending k;
+  k.args = {TArg(x), TArg(wv)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (ql) {
+    TensorId b = node.input(8);
+    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (b != kNoTensor)
+      k.args.push_back(TArg(b));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qconv_vec";
+  auto src = e.Source("qconv_vec", d);
+  if (!src.ok()) {
+    status = src.status();
+    return true;
+  }
+  k.source = std::move(*src);
+  k.global = {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
+              static_cast<uint64_t>(xi[0] * g * blocks)};
+  k.writes = {y};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
+  if (Product(e.Dims(y)) != 0)
+    e.Emit(std::move(k));
+  status = Status::Ok();
+  return true;
+}
+
 Status LowerQuantizedConv(Emitter &e, const Node &node) {
+  {
+    Status vec_status;
+    if (LowerQuantizedConvVec(e, node, vec_status))
+      return vec_status;
+  }
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
   TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
@@ -1236,17 +1373,28 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
   if (ql) {
     d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
     d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("BS_N", QuantCount(e, node.inputs[4]));
+    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
     DefQuantRange(d, e.T(y).dtype);
     for (size_t i : {1, 4, 6, 7})
       k.args.push_back(TArg(node.inputs[i]));
+    if (node.input(8) != kNoTensor)
+      k.args.push_back(TArg(node.input(8)));
   }
   k.args.push_back(TArg(y));
   k.label = node.Describe();
-  k.entry = "qmatmul";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul", d));
-  k.global = {CeilDiv(batch * m * n, 64) * 64};
-  k.local = {64};
+  if (e.opt.profile == cl::Profile::kCpu) {
+    // RB rows by 16 columns per work-item, k in pairs through pmaddwd (kernels/qmatmul_vec.cl).
+    const int64_t rb = 4;
+    d.Int("RB", rb);
+    k.entry = "qmatmul_vec";
+    OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul_vec", d));
+    k.global = {CeilDiv(n, 16), CeilDiv(m, rb), static_cast<uint64_t>(batch)};
+  } else {
+    k.entry = "qmatmul";
+    OP_ASSIGN_OR_RETURN(k.source, e.Source("qmatmul", d));
+    k.global = {CeilDiv(batch * m * n, 64) * 64};
+    k.local = {64};
+  }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;
   e.Emit(std::move(k));

@@ -722,6 +722,11 @@ Status Typing::Quantized() {
         yt = in[7]->dtype;
         if (!IsQuantType(yt))
           return Bad(n, "output zero point must be uint8 or int8");
+        // A ninth input (FuseQuantizedMatMul's): an int32 bias, one value per column.
+        if (in.size() > 8 && in[8] != nullptr &&
+            (in[8]->dtype != DType::kInt32 || in[8]->shape != Shape{p.n}))
+          return Bad(n, "the bias must be int32 with one value per column (" + std::to_string(p.n) +
+                            "), not " + DTypeName(in[8]->dtype) + " " + in[8]->shape.ToString());
       }
       set(0, yt, p.out);
       break;

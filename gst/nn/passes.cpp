@@ -214,6 +214,123 @@ Status FuseQuantizedConv(Graph &graph) {
   return Status::Ok();
 }
 
+// The output of a DQ → Gemm/MatMul: read only by a QuantizeLinear with constant per-tensor
+// parameters, perhaps through a Relu whose work saturation does; appends what it absorbs.
+int QuantizeReader(const Graph &graph, TensorId out, std::vector<int> &absorbed) {
+  int r = OnlyReader(graph, out);
+  bool relu = false;
+  if (r >= 0 && graph.nodes[static_cast<size_t>(r)].op == OpKind::kRelu) {
+    relu = true;
+    absorbed.push_back(r);
+    out = graph.nodes[static_cast<size_t>(r)].outputs[0];
+    r = OnlyReader(graph, out);
+  }
+  if (r < 0 || graph.nodes[static_cast<size_t>(r)].op != OpKind::kQuantizeLinear)
+    return -1;
+  const Node &nq = graph.nodes[static_cast<size_t>(r)];
+  if (nq.inputs[0] != out || !ConstantParam(graph, nq.input(1)) ||
+      !ConstantParam(graph, nq.input(2)))
+    return -1;
+  const DType yt = graph.tensor(nq.outputs[0]).dtype;
+  if (relu && ParamAt(graph, nq.input(2), 0) != (yt == DType::kInt8 ? -128.f : 0.f))
+    return -1;
+  absorbed.push_back(r);
+  return r;
+}
+
+Status FuseQuantizedMatMul(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    const OpKind op = graph.nodes[k].op;
+    if (op != OpKind::kMatMul && op != OpKind::kGemm)
+      continue;
+    const Node mm = graph.nodes[k];
+    const bool gemm = op == OpKind::kGemm;
+    if (gemm && (mm.attrs.Int("transA", 0) != 0 || mm.attrs.Float("alpha", 1.f) != 1.f ||
+                 (mm.input(2) != kNoTensor && mm.attrs.Float("beta", 1.f) != 1.f)))
+      continue;
+    const bool trans_b = gemm && mm.attrs.Int("transB", 0) != 0;
+    const std::vector<int> prod = graph.Producers();
+    const int da = DequantizeProducer(graph, prod, mm.input(0));
+    const int db = DequantizeProducer(graph, prod, mm.input(1));
+    const int dc = mm.input(2) == kNoTensor ? -2 : DequantizeProducer(graph, prod, mm.input(2));
+    if (da < 0 || db < 0 || dc == -1)
+      continue;
+    const Node na = graph.nodes[static_cast<size_t>(da)], nb = graph.nodes[static_cast<size_t>(db)];
+    const Tensor &aq = graph.tensor(na.inputs[0]), &bq = graph.tensor(nb.inputs[0]);
+    if (!IsQuantized(aq.dtype) || !IsQuantized(bq.dtype) || aq.shape.rank() < 2 ||
+        bq.shape.rank() < 2)
+      continue;
+    // B's scale: per tensor, or (a constant 2-D B) one per output column, which is B's axis 1
+    // (axis 0 when Gemm transposes it).
+    const int64_t n = trans_b ? bq.shape[0] : bq.shape[bq.shape.rank() - 1];
+    const bool per_column = graph.tensor(nb.inputs[1]).shape.NumElements() != 1;
+    if (per_column) {
+      const int64_t axis = nb.attrs.Int("axis", 1);
+      if (!bq.is_constant() || bq.shape.rank() != 2 || axis != (trans_b ? 0 : 1))
+        continue;
+    }
+    if (trans_b && !bq.is_constant())
+      continue;
+    if (!ConstantParam(graph, na.input(1)) || !ConstantParam(graph, na.input(2)) ||
+        !ConstantParam(graph, nb.input(1), n) || !ConstantParam(graph, nb.input(2), n))
+      continue;
+    std::vector<int> absorbed = {static_cast<int>(k)};
+    const int r = QuantizeReader(graph, mm.outputs[0], absorbed);
+    if (r < 0)
+      continue;
+    const Node nq = graph.nodes[static_cast<size_t>(r)];
+    const DType yt = graph.tensor(nq.outputs[0]).dtype;
+    // The bias: int32 per column on the accumulator's scale (as FuseQuantizedConv's).
+    TensorId cq = kNoTensor;
+    if (dc >= 0) {
+      const Node &nc = graph.nodes[static_cast<size_t>(dc)];
+      const Tensor &c = graph.tensor(nc.inputs[0]);
+      if (!c.is_constant() || c.dtype != DType::kInt32 || c.shape != Shape{n} ||
+          !ConstantParam(graph, nc.input(1), n) || !ConstantParam(graph, nc.input(2), n))
+        continue;
+      bool same_scale = true;
+      for (int64_t j = 0; j < n; ++j)
+        same_scale = same_scale && ParamAt(graph, nc.input(2), j) == 0.f &&
+                     ParamAt(graph, nc.input(1), j) ==
+                         ParamAt(graph, na.input(1), 0) * ParamAt(graph, nb.input(1), j);
+      if (!same_scale)
+        continue;
+      cq = nc.inputs[0];
+    }
+    const std::string base = graph.tensor(mm.outputs[0]).name;
+    TensorId b_int = nb.inputs[0];
+    if (trans_b) {  // B[n][k] → B[k][n], a new constant
+      const int64_t kk = bq.shape[1];
+      const Bytes &src = *bq.data;
+      Bytes t(src.size());
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < kk; ++j)
+          t[static_cast<size_t>(j * n + i)] = src[static_cast<size_t>(i * kk + j)];
+      Tensor bt = MakeConstant(bq.dtype, Shape{kk, n}, std::move(t));
+      bt.name = graph.UniqueName(base + "_b_transposed");
+      b_int = graph.AddTensor(bt);
+    }
+    Node fused;
+    fused.op = OpKind::kQLinearMatMul;
+    fused.name = mm.name;
+    fused.opset = mm.opset;
+    fused.inputs = {na.inputs[0],
+                    na.inputs[1],
+                    ExplicitZeroPoint(graph, na.input(2), aq.dtype, base + "_a_zero_point"),
+                    b_int,
+                    nb.inputs[1],
+                    ExplicitZeroPoint(graph, nb.input(2), bq.dtype, base + "_b_zero_point"),
+                    nq.inputs[1],
+                    ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point")};
+    if (cq != kNoTensor)
+      fused.inputs.push_back(cq);
+    fused.outputs = {nq.outputs[0]};
+    graph.ReplaceNodes(absorbed, fused);
+    --k;
+  }
+  return Status::Ok();
+}
+
 Status FoldDequantizeLinear(Graph &graph) {
   std::vector<bool> gone(graph.nodes.size(), false);
   for (size_t k = 0; k < graph.nodes.size(); ++k)
@@ -882,8 +999,10 @@ Status EliminateDeadCode(Graph &graph) {
 }
 
 Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
-  if (options.fuse)
+  if (options.fuse) {
     OP_RETURN_IF_ERROR(FuseQuantizedConv(graph));
+    OP_RETURN_IF_ERROR(FuseQuantizedMatMul(graph));
+  }
   OP_RETURN_IF_ERROR(FoldDequantizeLinear(graph));
   OP_RETURN_IF_ERROR(FoldConstants(graph));
   OP_RETURN_IF_ERROR(RemoveIdentities(graph));

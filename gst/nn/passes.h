@@ -15,6 +15,13 @@ namespace op::nn {
 // Relu only where the output's zero point is the bottom of its range (so saturation is the
 // Relu). Anything else stays float.
 Status FuseQuantizedConv(Graph &graph);
+// The same for DequantizeLinear(a) → MatMul / Gemm(DequantizeLinear(b), [DequantizeLinear(c)])
+// → [Relu] → QuantizeLinear → QLinearMatMul: per-tensor constant scales and zero points of a and
+// y, b per tensor or (constant, 2-D) per output column, Gemm without transA and with alpha and
+// beta 1 (a transposed constant B is transposed at compile time), and an int32 bias per column
+// on the scale a_scale * b_scale[n], which becomes QLinearMatMul's ninth input (an extension of
+// ours: requantization adds it to the integer sum first, as QLinearConv's bias).
+Status FuseQuantizedMatMul(Graph &graph);
 // Folds DequantizeLinear of constants (weights and biases left in float by FuseQuantizedConv).
 Status FoldDequantizeLinear(Graph &graph);
 // Evaluates nodes whose inputs are all constant (shape computations, constant inputs).

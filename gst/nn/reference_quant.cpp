@@ -175,10 +175,11 @@ Status RunQuantizedMatMul(const Node &n, const Inputs &in, std::vector<Tensor> &
       continue;
     }
     const int64_t j = static_cast<int64_t>(i) % n_count;
+    const Real biased = v + (At(in, 8) != nullptr ? GetReal(*in[8], static_cast<size_t>(j)) : 0);
     const float mult = static_cast<float>(Param(in[1], 0)) * static_cast<float>(Param(in[4], j)) /
                        static_cast<float>(Param(in[6], 0));
     SetReal(Mut(out[0]), out[0].dtype, i,
-            Requantize(static_cast<float>(v) * mult, Param(in[7], 0), out[0].dtype));
+            Requantize(static_cast<float>(biased) * mult, Param(in[7], 0), out[0].dtype));
   }
   return Status::Ok();
 }

@@ -47,10 +47,11 @@ def f32(*shape, lo=-3.0, hi=3.0):
     return rng.uniform(lo, hi, shape).astype(np.float32)
 
 
-def case(name, op, inputs, attrs=None, opset=17, tol=ULP, n_out=1, consts=None):
-    """inputs: list of (name, array); consts: list of (name, array) initializers."""
+def case(name, op, inputs, attrs=None, opset=17, tol=ULP, n_out=1, consts=None, order=None):
+    """inputs: list of (name, array); consts: list of (name, array) initializers; order: the
+    node's input names in order (default: the inputs, then the consts)."""
     CASES.append(dict(name=name, op=op, inputs=inputs, attrs=attrs or {}, opset=opset, tol=tol,
-                      n_out=n_out, consts=consts or []))
+                      n_out=n_out, consts=consts or [], order=order))
 
 
 # --- elementwise unary (float32), shape (3, 13, 127)
@@ -243,6 +244,45 @@ case("qlinearconv_depthwise_i8", "QLinearConv",
       ("w", i8(4, 1, 3, 3)), ("ws", np.array(0.01, np.float32)), ("wz", np.array(0, np.int8)),
       ("ys", np.array(0.2, np.float32)), ("yz", np.array(-7, np.int8))],
      {"group": 4, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, opset=13, tol=EXACT)
+# Constant weights (as in a model) take the CPU profile's vector kernel (qconv_vec.cl): odd
+# input channel counts (a channel pair with a missing partner), output channels that do not
+# fill a block of 8, rows shorter and longer than a vector, padding, stride 2, depthwise 7x7 and
+# 3x3 stride 2 with two outputs per channel and a dilation (pairs of taps),
+# weights whose shifted values need 32 bits (uint8 with a zero point).
+case("qlinearconv_const_1x1", "QLinearConv",
+     [("x", u8(1, 7, 9, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(131, np.uint8)),
+      ("ws", scales(11)), ("ys", np.array(0.05, np.float32)), ("yz", np.array(77, np.uint8))],
+     consts=[("w", i8(11, 7, 1, 1)), ("wz", np.zeros(11, np.int8)),
+             ("b", rng.integers(-5000, 5000, 11).astype(np.int32))], opset=13, tol=EXACT,
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("qlinearconv_const_3x3_s2", "QLinearConv",
+     [("x", u8(2, 5, 13, 37)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(119, np.uint8)),
+      ("ws", scales(9)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(100, np.uint8))],
+     {"strides": [2, 2], "pads": [1, 1, 1, 1]}, opset=13, tol=EXACT,
+     consts=[("w", i8(9, 5, 3, 3)), ("wz", np.zeros(9, np.int8)),
+             ("b", rng.integers(-5000, 5000, 9).astype(np.int32))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("qlinearconv_const_depthwise_7x7", "QLinearConv",
+     [("x", u8(1, 6, 11, 35)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(3, np.uint8)),
+      ("ws", scales(6)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(128, np.uint8))],
+     {"group": 6, "pads": [3, 3, 3, 3]}, opset=13, tol=EXACT,
+     consts=[("w", i8(6, 1, 7, 7)), ("wz", np.zeros(6, np.int8))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+case("qlinearconv_const_depthwise_s2_x2", "QLinearConv",
+     [("x", u8(1, 4, 12, 41)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(90, np.uint8)),
+      ("ws", scales(8)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(128, np.uint8))],
+     {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [1, 2]}, opset=13, tol=EXACT,
+     consts=[("w", i8(8, 1, 3, 3)), ("wz", np.zeros(8, np.int8))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+case("qlinearconv_const_grouped_i8", "QLinearConv",
+     [("x", i8(1, 6, 13, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(-5, np.int8)),
+      ("ws", np.array(0.01, np.float32)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(-7, np.int8))],
+     {"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 2]}, opset=13, tol=EXACT,
+     consts=[("w", i8(8, 3, 3, 3)), ("wz", np.array(0, np.int8))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+case("convinteger_const_u8", "ConvInteger", [("x", u8(1, 3, 13, 21)), ("xz", np.array(128, np.uint8))],
+     {"pads": [1, 1, 1, 1]}, opset=10, tol=EXACT,
+     consts=[("w", u8(5, 3, 3, 3)), ("wz", np.array(200, np.uint8))], order=["x", "w", "xz", "wz"])
 case("convinteger", "ConvInteger", [("x", u8(2, 3, 13, 13)), ("w", u8(5, 3, 3, 3)), ("xz", np.array(128, np.uint8)), ("wz", np.array(7, np.uint8))],
      {"strides": [2, 2], "pads": [1, 1, 1, 1]}, opset=10, tol=EXACT)
 case("convinteger_1d", "ConvInteger", [("x", u8(1, 3, 127)), ("w", u8(13, 3, 5)), ("xz", np.array(0, np.uint8)), ("wz", np.array(250, np.uint8))], {"pads": [2, 2]}, opset=10, tol=EXACT)
@@ -258,7 +298,7 @@ def build(c, path):
     ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in c["inputs"]]
     inits = [numpy_helper.from_array(a, n) for n, a in c["consts"]]
     outs = [f"y{i}" for i in range(c["n_out"])]
-    node = helper.make_node(c["op"], [n for n, _ in c["inputs"]] + [n for n, _ in c["consts"]], outs,
+    node = helper.make_node(c["op"], c["order"] or [n for n, _ in c["inputs"]] + [n for n, _ in c["consts"]], outs,
                             name=c["name"], **c["attrs"])
     g = helper.make_graph([node], c["name"], ins, [helper.make_empty_tensor_value_info(o) for o in outs], inits)
     # Value infos of the outputs are left open; onnx's shape inference fills them for ORT.

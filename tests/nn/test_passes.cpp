@@ -561,6 +561,55 @@ Builder QdqConv(bool relu, double y_zero_point, bool bias_on_scale = true) {
   return b;
 }
 
+// x → Q → DQ → Gemm/MatMul(DQ(int8 b, per-column scales), [DQ(int32 c)]) → [Relu] → Q → DQ.
+// Gemm takes B as [n, k] when trans_b (its scales along axis 0), MatMul as [k, n] (axis 1).
+Builder QdqGemm(OpKind op, bool trans_b, bool bias, bool relu) {
+  Builder b;
+  std::uniform_int_distribution<int> w8(-127, 127), b32(-3000, 3000);
+  const int64_t m = 5, k = 19, n = 6;
+  const float xs = 0.02f;
+  TensorId x = b.Input("x", Shape{m, k});
+  TensorId xsc = b.Scalar("xs", xs), xzp = Typed(b, "xz", DType::kUInt8, Shape{}, {100});
+  TensorId xq = b.Add(OpKind::kQuantizeLinear, {x, xsc, xzp}, "xq");
+  TensorId xd = b.Add(OpKind::kDequantizeLinear, {xq, xsc, xzp}, "xd");
+  std::vector<double> wv(k * n), bv(n), wsv(n), bsv(n);
+  for (double &v : wv)
+    v = w8(b.rng);
+  for (double &v : bv)
+    v = b32(b.rng);
+  for (int64_t c = 0; c < n; ++c) {
+    wsv[c] = 0.001 + 0.0005 * static_cast<double>(c);
+    bsv[c] = static_cast<double>(xs * static_cast<float>(wsv[c]));
+  }
+  Attributes axis;
+  axis.Set("axis", int64_t{trans_b ? 0 : 1});
+  TensorId wd = b.Add(OpKind::kDequantizeLinear,
+                      {Typed(b, "wq", DType::kInt8, trans_b ? Shape{n, k} : Shape{k, n}, wv),
+                       Typed(b, "ws", DType::kFloat32, Shape{n}, wsv),
+                       Typed(b, "wz", DType::kInt8, Shape{n}, std::vector<double>(n, 0))},
+                      "wd", axis);
+  std::vector<TensorId> ins = {xd, wd};
+  if (bias) {
+    Attributes axis0;
+    axis0.Set("axis", int64_t{0});
+    ins.push_back(b.Add(OpKind::kDequantizeLinear,
+                        {Typed(b, "bq", DType::kInt32, Shape{n}, bv),
+                         Typed(b, "bs", DType::kFloat32, Shape{n}, bsv)},
+                        "bd", axis0));
+  }
+  Attributes a;
+  if (op == OpKind::kGemm)
+    a.Set("transB", int64_t{trans_b ? 1 : 0});
+  TensorId c = b.Add(op, ins, "mm", a);
+  if (relu)
+    c = b.Add(OpKind::kRelu, {c}, "r");
+  TensorId ysc = b.Scalar("ys", 0.05f);
+  TensorId yzp = Typed(b, "yz", DType::kUInt8, Shape{}, {relu ? 0.0 : 128.0});
+  TensorId yq = b.Add(OpKind::kQuantizeLinear, {c, ysc, yzp}, "yq");
+  b.Output(b.Add(OpKind::kDequantizeLinear, {yq, ysc, yzp}, "y"));
+  return b;
+}
+
 }  // namespace
 
 // The fused QLinearConv rounds once, from the exact integer sum, as onnxruntime does; the float
@@ -590,6 +639,46 @@ TEST(Passes, QdqConvBecomesQLinearConv) {
       differ += d > 0.01;
     }
     EXPECT_LE(differ, 2u) << "of " << w.shape.NumElements();
+  }
+}
+
+// The same for Gemm (B transposed or not, with and without a bias and a Relu) and MatMul: one
+// QLinearMatMul, within one output step of the float graph, rarely off.
+TEST(Passes, QdqGemmAndMatMulBecomeQLinearMatMul) {
+  struct Case {
+    OpKind op;
+    bool trans_b, bias, relu;
+  };
+  for (const Case &cs :
+       {Case{OpKind::kGemm, true, true, false}, Case{OpKind::kGemm, false, true, true},
+        Case{OpKind::kGemm, true, false, true}, Case{OpKind::kMatMul, false, false, false}}) {
+    const std::string what = std::string(cs.op == OpKind::kGemm ? "Gemm" : "MatMul") + " transB " +
+                             std::to_string(cs.trans_b) + " bias " + std::to_string(cs.bias) +
+                             " relu " + std::to_string(cs.relu);
+    Builder b = QdqGemm(cs.op, cs.trans_b, cs.bias, cs.relu);
+    ASSERT_TRUE(InferShapes(b.g).ok()) << what;
+    Graph after = b.g;
+    ASSERT_TRUE(OptimizeGraph(after).ok()) << what;
+    EXPECT_EQ(Count(after, OpKind::kQLinearMatMul), 1) << what;
+    EXPECT_EQ(Count(after, OpKind::kGemm) + Count(after, OpKind::kMatMul) +
+                  Count(after, OpKind::kFusedGemm) + Count(after, OpKind::kRelu),
+              0)
+        << what;
+    auto in = b.Inputs();
+    auto want = RunReference(b.g, in);
+    auto got = RunReference(after, in);
+    ASSERT_TRUE(want.ok() && got.ok()) << what;
+    const Tensor &w = (*want)[0], &o = (*got)[0];
+    ASSERT_EQ(o.shape, w.shape);
+    size_t differ = 0, nonzero = 0;
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i) {
+      const double d = std::fabs(Value(o, i) - Value(w, i));
+      EXPECT_LE(d, 0.05 * 1.0001) << what << " at " << i;
+      differ += d > 0.025;
+      nonzero += Value(w, i) != 0;
+    }
+    EXPECT_LE(differ, 1u) << what;
+    EXPECT_GT(nonzero, 0u) << what;  // the outputs are not all saturated
   }
 }
 

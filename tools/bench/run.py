@@ -3,6 +3,7 @@
 
   tools/bench/run.sh            (sets everything up, then runs this)
   run.py --build build [--quick] [--no-tinygrad] [--threads N] [--out docs/benchmarks.md]
+  run.py --build build --only int8 [--quick]   (the int8 rows alone, printed)
 
 Prints one table per section and writes them, with the machine's description, to
 docs/benchmarks.md. No figure is typed by hand: every number below comes from this run.
@@ -195,6 +196,108 @@ def networks(build, models, rounds, per_round, threads, tinygrad_devs, opencl_fp
     return results
 
 
+def layer_weight_bytes(path, ops=("Conv", "Gemm", "MatMul")):
+    """Bytes of a model's layer weights (the constant second input of its Conv / Gemm / MatMul,
+    or the integer tensor of the DequantizeLinear feeding it), as stored and as float32."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(path)
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    producer = {o: n for n in m.graph.node for o in n.output}
+    weights = set()
+    for n in m.graph.node:
+        if n.op_type not in ops or len(n.input) < 2:
+            continue
+        i = n.input[1]
+        p = producer.get(i)
+        if p is not None and p.op_type == "DequantizeLinear":
+            i = p.input[0]
+        if i in inits:
+            weights.add(i)
+    return (sum(inits[w].nbytes for w in weights), sum(4 * inits[w].size for w in weights))
+
+
+def int8(build, rounds, per_round, threads, log):
+    """The full-size vision model quantized by opc quantize (calibrated on the sample drive's
+    first frames) against its float original: ours at int8 and fp32, onnxruntime on the same
+    QDQ model, interleaved round by round; and the layers' weight bytes."""
+    vision = os.path.join(ROOT, "models/full/driving_vision_full.onnx")
+    policy = os.path.join(ROOT, "models/full/driving_policy_full.onnx")
+    if not (os.path.exists(vision) and os.path.exists(policy)):
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        cal, qdq = os.path.join(d, "cal"), os.path.join(d, "vision.int8.onnx")
+        log("int8: calibration inputs (opreplay --dump-inputs, 4 frames) and opc quantize")
+        sh([os.path.join(build, "tools/opreplay/opreplay"), os.path.join(ROOT, "samples/drive"),
+            "--vision", vision, "--policy", policy, "--rpy", sample_rpy(), "--max-frames", "4",
+            "--no-video", "--out", os.path.join(d, "replay"), "--dump-inputs", cal],
+           env={**os.environ, "GST_PLUGIN_PATH": os.path.join(build, "plugins")})
+        sh([os.path.join(build, "tools/opc/opc"), "quantize", vision, "--calibration", cal,
+            "--method", "minmax", "--quantize-outputs", "-o", qdq])
+        exe = os.path.join(build, "tools/bench/op-bench-model")
+        peer = [VENV_PY, os.path.join(ROOT, "tools/bench/peer.py"), "--engine", "ort",
+                "--threads", str(threads)]
+        workers = [Worker("ours int8 (QDQ model)", [exe, qdq, "--serve", "--warmup", "3",
+                                                    "--precision", "int8"]),
+                   Worker("ours fp32 (float model)", [exe, vision, "--serve", "--warmup", "3",
+                                                      "--precision", "fp32"]),
+                   Worker("onnxruntime (QDQ model)", peer + [qdq]),
+                   Worker("onnxruntime (float32 twin)", peer + ["--fp32-twin", vision])]
+        for w in workers:
+            w.ready(timeout=None)
+        log(f"int8: {rounds} rounds")
+        for r in range(rounds):
+            for w in workers:
+                w.run(per_round)
+        for w in workers:
+            w.close()
+        rows = {}
+        for w in workers:
+            if w.error or not w.times:
+                rows[w.name] = {"error": w.error or "no runs"}
+            else:
+                med, p90 = median_p90(w.times)
+                rows[w.name] = {"median": med, "p90": p90, "runs": len(w.times)}
+        sizes = {"float": layer_weight_bytes(vision), "int8": layer_weight_bytes(qdq)}
+    return {"rows": rows, "sizes": sizes, "load": os.getloadavg()}
+
+
+def int8_section(res, threads, rounds, per_round):
+    if res is None:
+        return "not measured: models/full/ is missing (generate with models/generate.py)"
+    rows = res["rows"]
+
+    def med(name):
+        return rows.get(name, {}).get("median")
+
+    lines = [f"driving_vision_full.onnx quantized by `opc quantize --method minmax "
+             f"--quantize-outputs` on the sample drive's first 4 frames (`opreplay "
+             f"--dump-inputs`): per-channel int8 weights, uint8 activations, every layer "
+             f"DQ → Conv/Gemm/MatMul → Q. Random inputs, batch 1; {rounds} rounds × "
+             f"{per_round} runs per engine, interleaved; onnxruntime with {threads} threads. "
+             f"Load average during the run: {', '.join(f'{x:.1f}' for x in res['load'])}.", "",
+             "| engine | median ms | p90 ms |", "|---|---|---|"]
+    for name, r in rows.items():
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error'][:80]} | |")
+        else:
+            lines.append(f"| {name} | {r['median']:.2f} | {r['p90']:.2f} |")
+    ours8, ours32 = med("ours int8 (QDQ model)"), med("ours fp32 (float model)")
+    ort8 = med("onnxruntime (QDQ model)")
+    lines += ["", "| comparison | measured | target |", "|---|---|---|"]
+    sp = f"{ours32 / ours8:.2f}×" if ours8 and ours32 else "n/a"
+    lines.append(f"| our int8 speed ÷ our fp32 speed | {sp} | ≥ 1.5× |")
+    so = f"{ort8 / ours8:.2f}×" if ours8 and ort8 else "n/a"
+    lines.append(f"| our int8 speed ÷ onnxruntime's on the QDQ model | {so} | ≥ 1.0× |")
+    (fw, f32), (qw, _) = res["sizes"]["float"], res["sizes"]["int8"]
+    lines += ["", "| layer weights (Conv / Gemm / MatMul) | bytes | float32 twin ÷ this |",
+              "|---|---|---|",
+              f"| float model as given | {fw:,} | {f32 / fw:.2f}× |",
+              f"| float32 twin | {f32:,} | 1.00× |",
+              f"| QDQ int8 model | {qw:,} | {f32 / qw:.2f}× (target 4×) |"]
+    return "\n".join(lines)
+
+
 def startup(build, model, log):
     """Load-to-ready time: nothing cached (ONNX import, code generation and every OpenCL
     program built), everything cached (compiled model and program binaries on disk), and a
@@ -361,6 +464,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     ap.add_argument("--quick", action="store_true", help="small models only, fewer runs")
     ap.add_argument("--no-tinygrad", action="store_true")
+    ap.add_argument("--only", choices=["int8"], default=None,
+                    help="run one section and print it (docs/benchmarks.md is left alone)")
     ap.add_argument("--threads", type=int, default=None,
                     help="onnxruntime's threads (default: the CPU count, which PoCL uses)")
     a = ap.parse_args()
@@ -372,6 +477,11 @@ def main():
     sections = []
     m = machine(a.build)
     threads = a.threads or m["cores"]
+    if a.only == "int8":
+        rounds, per_round = (3, 3) if a.quick else (5, 4)
+        i8 = int8(a.build, rounds, per_round, threads, log)
+        print(f"## int8 (full-size vision)\n\n{int8_section(i8, threads, rounds, per_round)}")
+        return
     log("peak FMA throughput")
     isa, pk = peak(a.build)
     peak_all = pk[max(pk)]
@@ -451,6 +561,10 @@ def main():
                    f"{row['arena_bytes']:,} | {row['intermediate_bytes']:,} | "
                    f"{row['arena_bytes'] / row['intermediate_bytes']:.2f} |")
     sections.append(("Memory plan", "\n".join(mem)))
+
+    if not a.quick:
+        i8 = int8(a.build, rounds, per_round, threads, log)
+        sections.append(("int8 (full-size vision)", int8_section(i8, threads, rounds, per_round)))
 
     su = startup(a.build, small[0], log)
     sections.append(("Network load (load to ready, vision small)", "\n".join(

@@ -59,6 +59,50 @@ __kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const 
 }
 #endif
 
+#if defined(MODE) && defined(QV)
+// quantize_vec (CPU profile; float32 x, one scale and zero point): 16 elements per work-item
+// as vector code. The same arithmetic as quantize: nn_div_rn's three correction steps run on
+// every lane (a lane whose quotient is already nearest keeps it), then nn_requantize.
+inline float16 nn_div_rn16(float16 x, float s) {
+  const float16 sv = (float16)(s);
+  float16 q = x / sv;
+  for (int i = 0; i < 3; i++) {
+    const float16 r = fabs(fma(-q, sv, x));
+    const float16 up = nextafter(q, (float16)(INFINITY)), dn = nextafter(q, (float16)(-INFINITY));
+    const int16 take_up = isless(fabs(fma(-up, sv, x)), r);
+    const int16 take_dn = isless(fabs(fma(-dn, sv, x)), r) & ~take_up;
+    q = select(select(q, up, take_up), dn, take_dn);
+  }
+  return q;
+}
+
+__kernel void quantize_vec(__global const float *x, uint x_off, __global const STYPE(TS) * s,
+                           uint s_off,
+#if HAS_ZP
+                           __global const STYPE(TZ) * z, uint z_off,
+#endif
+                           __global STYPE(TY) * y, uint y_off) {
+  const uint i0 = get_global_id(0) * 16;
+  if (i0 >= NUM)
+    return;
+  const float sc = LOAD(TS, s, s_off);
+#if HAS_ZP
+  const float zp = (float)LOAD(TZ, z, z_off);
+#else
+  const float zp = 0.0f;
+#endif
+  if (i0 + 16 <= NUM) {
+    const float16 v = nn_div_rn16(vload16(0, x + x_off + i0), sc);
+    const float16 q = clamp(rint(v) + zp, (float16)(QMIN), (float16)(QMAX));
+    const float16 r = select(q, (float16)(0.0f), isnan(v));
+    vstore16(NN_CAT(convert_, NN_CAT(STYPE(TY), 16))(r), 0, y + y_off + i0);
+  } else {
+    for (uint i = i0; i < NUM; i++)
+      STORE(TY, y, y_off + i, nn_requantize(nn_div_rn(x[x_off + i], sc), zp, QMIN, QMAX));
+  }
+}
+#endif
+
 #ifdef DQ_LOCAL
 __kernel void dynamic_quantize(__global const STYPE(TX) * x, uint x_off, __global uchar *y,
                                uint y_off, __global float *ys, uint ys_off, __global uchar *yz,
