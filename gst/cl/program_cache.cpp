@@ -44,6 +44,12 @@ std::string BuildLog(cl_program program, cl_device_id device) {
   return log;
 }
 
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 uint64_t Fnv1a64(std::string_view data, uint64_t seed) {
@@ -100,15 +106,23 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
   // Loaded or compiled without the lock, so that other threads build theirs meanwhile. Two
   // threads asking for the same new program both build it; the first stored wins.
   std::string path = dir_.empty() ? std::string() : dir_ + "/" + key + ".bin";
+  const double t0 = NowMs();
   ProgramHandle program = path.empty() ? ProgramHandle() : LoadBinary(path, key, options);
   bool from_disk = static_cast<bool>(program);
+  const double t1 = NowMs();
+  double t2 = t1;
   if (!from_disk) {
     OP_ASSIGN_OR_RETURN(program, BuildFromSource(source, options, label));
+    t2 = NowMs();
     if (!path.empty())
       StoreBinary(program.get(), path, key);
   }
+  const double t3 = NowMs();
   std::lock_guard<std::mutex> guard(lock_);
   from_disk ? stats_.disk_hits++ : stats_.builds++;
+  stats_.load_ms += t1 - t0;
+  stats_.build_ms += t2 - t1;
+  stats_.store_ms += t3 - t2;
   auto [it, inserted] = programs_.emplace(key, program);
   return it->second;
 }
@@ -224,6 +238,8 @@ ProgressLine::ProgressLine(std::string prefix)
     : prefix_(std::move(prefix)), tty_(isatty(STDERR_FILENO)) {}
 
 void ProgressLine::Update(const std::string &what, size_t done, size_t total) {
+  if (!tty_)
+    return;
   const double now = Now();
   std::lock_guard<std::mutex> g(lock_);
   if (start_ < 0 || what != what_) {  // a new build (For() sets both at its start)
@@ -236,12 +252,12 @@ void ProgressLine::Update(const std::string &what, size_t done, size_t total) {
   const double since = now - start_;
   if (!shown_ && since < 1.0)
     return;  // quick so far: say nothing
-  if (!last && last_ >= 0 && now - last_ < (tty_ ? 0.5 : 5.0))
+  if (!last && last_ >= 0 && now - last_ < 0.5)
     return;
   last_ = now;
   shown_ = !last;
-  std::fprintf(stderr, "%s%s: %s: OpenCL programs %zu/%zu ready (%.1f s)%s", tty_ ? "\r" : "",
-               prefix_.c_str(), what.c_str(), done, total, since, tty_ && !last ? "" : "\n");
+  std::fprintf(stderr, "\r%s: %s: OpenCL programs %zu/%zu ready (%.1f s)%s", prefix_.c_str(),
+               what.c_str(), done, total, since, last ? "\n" : "");
   std::fflush(stderr);
 }
 

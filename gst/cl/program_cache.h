@@ -33,9 +33,10 @@ struct ProgramRequest {
 using BuildProgress = std::function<void(size_t done, size_t total)>;
 
 // A progress line on stderr for command-line tools, fed from BuildProgress callbacks (any thread).
-// Quiet while loading is quick: the first line comes once a second has passed, so a warm start
-// prints nothing; then, on a terminal, one line rewritten in place twice a second, else a line
-// every five seconds; and a last line when all is ready.
+// Only on a terminal (stderr redirected to a file or pipe: nothing, so logs and parsed output
+// stay clean), and only while loading is slow: the first line comes once a second has passed,
+// so a warm start prints nothing; then one line rewritten in place twice a second, and a last
+// line when all is ready.
 class ProgressLine {
  public:
   explicit ProgressLine(std::string prefix);
@@ -60,6 +61,9 @@ class ProgramCache {
     int memory_hits = 0;
     int disk_hits = 0;
     int builds = 0;
+    // Thread time summed over programs, in milliseconds (builds run in parallel, so the sums
+    // exceed the wall time): compiling from source, storing binaries, loading binaries.
+    double build_ms = 0, store_ms = 0, load_ms = 0;
   };
 
   // `dir` empty: the default folder; "none": memory only.

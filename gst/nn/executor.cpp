@@ -1,6 +1,8 @@
 #include "nn/executor.h"
 
+#include <chrono>
 #include <cstring>
+#include <set>
 #include <random>
 
 #include "cl/program_cache.h"
@@ -74,8 +76,17 @@ Status CheckArg(cl_kernel k, cl_uint i, const char *want, const std::string &whe
 
 }  // namespace
 
+namespace {
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 Status Executor::Load(const cl::BuildProgress &progress) {
   const CompiledModel &m = model_;
+  double t0 = NowMs();
   const cl::Capabilities &caps = device_->caps();
   if (m.arena_bytes > caps.max_alloc_bytes)
     return Unsupported("the arena of " + std::to_string(m.arena_bytes) +
@@ -114,6 +125,8 @@ Status Executor::Load(const cl::BuildProgress &progress) {
       return cl::ClError("clCreateImage(weights)", err);
   }
 
+  double t1 = NowMs();
+  load_times_.buffers_ms = t1 - t0;
   // Every program first, in parallel (kernels sharing a source and options share one build).
   std::vector<cl::ProgramRequest> requests(m.kernels.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
@@ -125,6 +138,14 @@ Status Executor::Load(const cl::BuildProgress &progress) {
   }
   OP_ASSIGN_OR_RETURN(std::vector<cl::ProgramHandle> programs,
                       device_->programs().BuildAll(requests, progress));
+  double t2 = NowMs();
+  load_times_.programs_ms = t2 - t1;
+  {
+    std::set<cl_program> distinct;
+    for (const cl::ProgramHandle &p : programs)
+      distinct.insert(p.get());
+    load_times_.programs = distinct.size();
+  }
   launches_.resize(m.kernels.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
     const KernelDesc &kd = m.kernels[k];
@@ -203,6 +224,7 @@ Status Executor::Load(const cl::BuildProgress &progress) {
         l.has_local = false;
     }
   }
+  load_times_.kernels_ms = NowMs() - t2;
   return Status::Ok();
 }
 

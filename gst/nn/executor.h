@@ -35,6 +35,15 @@ class Executor {
   Executor &operator=(const Executor &) = delete;
 
   const CompiledModel &model() const { return model_; }
+
+  // Where Create spent its time, in milliseconds of wall time (for `opc profile` and start-up
+  // measurements): weight upload and buffer allocation, building or loading the programs, and
+  // creating and checking the kernels. `programs` is the number of distinct programs asked for.
+  struct LoadTimes {
+    double buffers_ms = 0, programs_ms = 0, kernels_ms = 0;
+    size_t programs = 0;
+  };
+  const LoadTimes &load_times() const { return load_times_; }
   cl::Device &device() { return *device_; }
 
   // Enqueues one run. `inputs` and `outputs` hold one cl_mem per model input/output, each at
@@ -67,6 +76,7 @@ class Executor {
   std::vector<Launch> launches_;
   std::vector<Binding> bindings_;
   std::vector<cl::MemHandle> host_inputs_, host_outputs_;
+  LoadTimes load_times_;
 };
 
 // Bytes of a random value for input `t` (standard normal float32s; other types random bytes),

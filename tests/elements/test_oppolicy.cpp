@@ -2,7 +2,10 @@
 // models: outputs against onnxruntime and numpy queues (opnet_reference.py) with live desire
 // changes by property and by event, one camera, a flush restarting the temporal queues, a desire
 // change on frames that are not evaluated (first frame id, drop, pairing), an input that is not
-// a vision output, and a policy model swap while PLAYING.
+// a vision output, a policy model swap while PLAYING, and both elements' compile-progress
+// messages.
+#include <map>
+
 #include "network_pipeline.h"
 
 namespace {
@@ -341,6 +344,64 @@ TEST_F(OpPolicyTest, PolicyModelSwapWhilePlaying) {
   // One uninterrupted history across both swaps.
   CheckAgainstReference("split", Model("driving_vision_small.onnx"),
                         Model("driving_policy_small.onnx"));
+}
+
+// Each network element posts op-compile-progress while its programs are built or loaded: from
+// itself, naming its model, `done` counting 1, 2, … up to a `total` that never changes, all of
+// it before the first output (the programs are ready before any frame runs).
+TEST_F(OpPolicyTest, CompileProgressIsPostedOnTheBusBeforeTheFirstOutput) {
+  const std::string vision = Model("driving_vision_small.onnx");
+  const std::string policy = Model("driving_policy_small.onnx");
+  Pipeline pl(Sources(false) + "opvision name=v precision=fp32 model=" + vision +
+              " ! oppolicy name=p precision=fp32 model=" + policy + " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  ASSERT_TRUE(pl.Play());
+  auto road = RandomCamera(42);
+  Pipeline::Push(pl.road, CameraBuffer(road, 0, 0, false));
+  GstBuffer *out = pl.Pull();
+  ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+  gst_buffer_unref(out);
+
+  struct Seen {
+    std::string model;
+    guint last = 0, total = 0;
+    int messages = 0;
+  };
+  std::map<GstElement *, Seen> seen;
+  GstBus *bus = gst_element_get_bus(pl.get());
+  while (GstMessage *m = gst_bus_pop_filtered(bus, GST_MESSAGE_ELEMENT)) {
+    const GstStructure *s = gst_message_get_structure(m);
+    if (s && gst_structure_has_name(s, "op-compile-progress")) {
+      GstElement *from = GST_ELEMENT(GST_MESSAGE_SRC(m));
+      Seen &e = seen[from];
+      const gchar *model = gst_structure_get_string(s, "model");
+      guint done = 0, total = 0;
+      EXPECT_TRUE(model && gst_structure_get_uint(s, "done", &done) &&
+                  gst_structure_get_uint(s, "total", &total))
+          << gst_structure_to_string(s);
+      if (e.messages == 0) {
+        e.model = model ? model : "";
+        e.total = total;
+      }
+      EXPECT_EQ(model ? model : "", e.model) << GST_ELEMENT_NAME(from);
+      EXPECT_EQ(total, e.total) << GST_ELEMENT_NAME(from);
+      EXPECT_EQ(done, e.last + 1) << GST_ELEMENT_NAME(from);
+      e.last = done;
+      e.messages++;
+    }
+    gst_message_unref(m);
+  }
+  gst_object_unref(bus);
+  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_TRUE(seen.count(pl.vision) && seen.count(pl.policy));
+  EXPECT_EQ(seen[pl.vision].model, vision);
+  EXPECT_EQ(seen[pl.policy].model, policy);
+  for (GstElement *e : {pl.vision, pl.policy}) {
+    const Seen &x = seen[e];
+    EXPECT_GT(x.total, 0u) << GST_ELEMENT_NAME(e);
+    EXPECT_EQ(x.last, x.total) << GST_ELEMENT_NAME(e) << ": the last message says all are ready";
+    EXPECT_EQ(x.messages, int(x.total)) << GST_ELEMENT_NAME(e);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // generated source of launch N instead.
 #include <cerrno>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 
@@ -92,7 +93,14 @@ int Profile(const Args &args) {
   auto dev = cl::Device::Open(device);
   if (!dev.ok())
     return Fail(dev.status());
+  auto now_ms = [] {
+    return std::chrono::duration<double, std::milli>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const double t_compile = now_ms();
   auto compiled = nn::LoadOrCompile(model, **dev, options);
+  const double compile_ms = now_ms() - t_compile;
   if (!compiled.ok())
     return Fail(compiled.status());
   cl::ProgressLine progress("opc");
@@ -140,7 +148,9 @@ int Profile(const Args &args) {
   // One warm-up run, then `runs` profiled runs, each waited for so launches do not overlap.
   std::vector<std::vector<double>> ms(m.kernels.size());
   std::vector<double> totals;
+  double first_run_ms = 0;
   for (int r = -1; r < runs; r++) {
+    const double t_run = now_ms();
     std::vector<cl::EventHandle> events;
     auto last = (*exec)->Run(*queue, in_mems.data(), in_mems.size(), out_mems.data(),
                              out_mems.size(), {}, &events);
@@ -149,8 +159,10 @@ int Profile(const Args &args) {
     Status st = cl::WaitForEvent(last->get());
     if (!st.ok())
       return Fail(st);
-    if (r < 0)
+    if (r < 0) {
+      first_run_ms = now_ms() - t_run;
       continue;
+    }
     double total = 0;
     for (size_t k = 0; k < events.size() && k < ms.size(); k++) {
       double t = cl::EventDurationNs(events[k].get()) / 1e6;
@@ -175,6 +187,17 @@ int Profile(const Args &args) {
 
   std::printf("profile: %s on %s, %s storage, %d runs, %zu launches\n", model.c_str(),
               (*dev)->caps().device_name.c_str(), m.precision.c_str(), runs, m.kernels.size());
+  // Start-up, wall time: the model (an .opm read, or ONNX compiled or read from the model cache),
+  // then the executor's parts, then the first run (PoCL compiles each kernel's work-group
+  // function at its first launch unless its cache holds it).
+  const nn::Executor::LoadTimes &lt = (*exec)->load_times();
+  const cl::ProgramCache::Stats ps = (*dev)->programs().stats();
+  std::printf(
+      "start-up: model %.1f ms, buffers %.1f ms, %zu programs %.1f ms (%d built, %d from the "
+      "binary cache; thread time: build %.1f ms, store %.1f ms, load %.1f ms), kernels %.1f ms, "
+      "first run %.1f ms\n",
+      compile_ms, lt.buffers_ms, lt.programs, lt.programs_ms, ps.builds, ps.disk_hits, ps.build_ms,
+      ps.store_ms, ps.load_ms, lt.kernels_ms, first_run_ms);
   std::printf(
       "device time per run: median %.2f ms (sum of kernel medians %.2f ms), %s, %.2f "
       "GFLOP/s\n",
