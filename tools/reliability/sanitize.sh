@@ -50,7 +50,8 @@ rows = [json.loads(line) for line in open(sys.argv[1])]
 reports = [re.compile(r"SUMMARY: \w+Sanitizer.*"), re.compile(r"\S+ runtime error: .*"),
            re.compile(r"ERROR: \w+Sanitizer.*")]
 def reason(r):
-    out = [l for l in (r.get("stdout") or "").splitlines() if l.strip()]
+    text = (r.get("stdout") or "") + (r.get("stderr") or "")
+    out = [l for l in text.splitlines() if l.strip()]
     if r["result"] == "TIMEOUT":
         return f"timed out after {r['duration']:.0f} s"
     if r["result"] == "SKIP":
