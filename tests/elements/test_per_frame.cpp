@@ -88,36 +88,14 @@ void Trace() {
 
 // ---- operator new: counted, then malloc -------------------------------------------------------
 
-void *operator new(std::size_t n) {
+void CountAllocation() {
   if (Counted()) {
     g_news++;
     Trace();
   }
-  if (void *p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
 }
 
-void *operator new[](std::size_t n) {
-  return ::operator new(n);
-}
-
-void *operator new(std::size_t n, std::align_val_t a) {
-  if (Counted()) {
-    g_news++;
-    Trace();
-  }
-  std::size_t al = static_cast<std::size_t>(a);
-  if (void *p = std::aligned_alloc(al, (n + al - 1) / al * al))
-    return p;
-  throw std::bad_alloc();
-}
-
-void *operator new[](std::size_t n, std::align_val_t a) {
-  return ::operator new(n, a);
-}
-
-// The library's operator delete frees with free(), which matches malloc and aligned_alloc.
+#include "../common/malloc_new.h"
 
 // ---- OpenCL objects and builds --------------------------------------------------------------
 

@@ -15,22 +15,12 @@
 #include "nn/passes.h"
 #include "nn/plan.h"
 
-// Counts operator new calls, to check that Executor::Run allocates nothing on the host. The
-// replacement pairs malloc with free; GCC cannot see that through inlined allocators.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+// Counts allocations, to check that Executor::Run allocates nothing on the host.
 static std::atomic<long> g_allocations{0};
-void *operator new(std::size_t n) {
+void CountAllocation() {
   g_allocations++;
-  if (void *p = std::malloc(n ? n : 1))
-    return p;
-  throw std::bad_alloc();
 }
-void operator delete(void *p) noexcept {
-  std::free(p);
-}
-void operator delete(void *p, std::size_t) noexcept {
-  std::free(p);
-}
+#include "../common/malloc_new.h"
 
 using namespace op;
 using namespace op::nn;
