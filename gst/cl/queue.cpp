@@ -102,6 +102,13 @@ StatusOr<EventHandle> Queue::Launch(cl_kernel kernel, cl_uint dims, const size_t
              wait.data());
 }
 
+Status Queue::LaunchQuiet(cl_kernel kernel, cl_uint dims, const size_t *global, const size_t *local,
+                          const EventList &wait) {
+  OP_CL_CHECK(clEnqueueNDRangeKernel(get(), kernel, dims, nullptr, global, local, wait.size(),
+                                     wait.data(), nullptr));
+  return Status::Ok();
+}
+
 StatusOr<void *> Queue::Map(cl_mem mem, cl_map_flags flags, size_t offset, size_t bytes,
                             bool blocking, const EventList &wait, EventHandle *done) {
   cl_int err = CL_SUCCESS;

@@ -79,6 +79,10 @@ class Queue {
   // Launches `kernel` over `dims` dimensions; `local` may be null (the driver chooses).
   StatusOr<EventHandle> Launch(cl_kernel kernel, cl_uint dims, const size_t *global,
                                const size_t *local, const EventList &wait = {});
+  // The same without an event, for a launch in the middle of an in-order run that nobody waits
+  // on: the driver creates and releases no event object for it.
+  Status LaunchQuiet(cl_kernel kernel, cl_uint dims, const size_t *global, const size_t *local,
+                     const EventList &wait = {});
   // Maps a buffer region; the returned pointer is valid once the event completes (or at once
   // with `blocking`). Unmap returns the event after which the device may use the buffer again.
   StatusOr<void *> Map(cl_mem mem, cl_map_flags flags, size_t offset, size_t bytes, bool blocking,

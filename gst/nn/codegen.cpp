@@ -393,7 +393,18 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
   // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16).
   int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
-  const int64_t ocb = std::min<int64_t>(ocg, 8);
+  // A flat 1x1 run computes two pixel vectors per work-item where it has them, each weight
+  // broadcast feeding two FMAs.
+  const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
+  // Channels per work-item: as many accumulators as the 32 vector registers of AVX-512 hold
+  // beside the inputs (OCB x PV <= 24: 16 channels of one pixel vector, 12 of two), where they
+  // divide the group's channels (no block half empty); else at most 8.
+  int64_t ocb = std::min<int64_t>(ocg, 8);
+  for (int64_t cand : {16, 12})
+    if (cand * pv <= 24 && ocg % cand == 0) {
+      ocb = cand;
+      break;
+    }
   const int64_t blocks = CeilDiv(ocg, ocb);
 
   // wt[g * blocks + blk][ic][tap][a] = w[g * ocg + blk * ocb + a][ic][tap], zero past the group.
@@ -422,9 +433,6 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
-  // A flat 1x1 run computes two pixel vectors per work-item where it has them: 16 accumulators,
-  // each weight broadcast feeding two FMAs.
-  const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
   d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
   d.Int("RES_AFTER", cs.res_after);
@@ -442,8 +450,8 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   k.label = node.Describe();
   k.entry = "conv2d_vec";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", d));
-  k.global = {CeilDiv(pixels, v * pv), static_cast<uint64_t>(flat ? 1 : yo[2]),
-              static_cast<uint64_t>(xi[0] * g * blocks)};
+  k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(flat ? 1 : yo[2]),
+              CeilDiv(pixels, v * pv)};
   k.args = {TArg(x), TArg(wv)};
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
@@ -643,10 +651,15 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   const int64_t rm = std::min<int64_t>(m, vec ? 8 : 4);
   const int64_t cols =
       vec ? (n >= 16 ? 16 : (n >= 8 ? 8 : 4)) : std::min<int64_t>(n, m == 1 ? 8 : 4);
+  // Vectors of columns per work-item (matmul_vec): two where the columns fill them, so each
+  // broadcast of A feeds two FMAs and RM x 2 accumulators hide the FMA latency; four for one
+  // or two rows (a vector-matrix product would otherwise run one dependent FMA chain).
+  const int64_t nv = !vec ? 1 : (rm <= 2 && n >= 4 * cols) ? 4 : (n >= 2 * cols ? 2 : 1);
   if (vec && b_const) {
     const Tensor &src = e.T(e.Root(bt));
     const size_t es = DTypeSize(src.dtype);
-    const int64_t panels = CeilDiv(n, cols);
+    // Zero panels past N up to a multiple of NV: the last work-item reads NV whole panels.
+    const int64_t panels = CeilDiv(CeilDiv(n, cols), nv) * nv;
     Bytes p(static_cast<size_t>(panels * ka * cols) * es, 0);
     for (int64_t col = 0; col < n; col++)
       for (int64_t kk = 0; kk < ka; kk++) {
@@ -665,6 +678,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     d.Int("B_SK", n)
         .Int("B_PANEL", b_const)
         .Int("V", cols)
+        .Int("NV", nv)
         .Int("A_VEC4",
              !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16"));
   else
@@ -701,7 +715,8 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   k.entry = vec ? "matmul_vec" : "matmul";
   OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
   k.global =
-      vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols), static_cast<uint64_t>(batch)}
+      vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols * nv),
+                                  static_cast<uint64_t>(batch)}
           : std::vector<uint64_t>{CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
   k.args = {TArg(a), TArg(bt)};
   if (c != kNoTensor)

@@ -172,6 +172,10 @@ check(rc != 0 and "gather_el_oob" in out and "index 4 is out of range" in out,
 # Numbers that are not numbers.
 rc, out = run(opc, "profile", good, "--runs", "abc")
 check(rc != 0 and "--runs 'abc'" in out, f"opc profile --runs abc is an error ({out.strip()})")
+for peak in ("abc", "0", "-3", "nan"):
+    rc, out = run(opc, "profile", good, "--peak", peak)
+    check(rc != 0 and f"--peak '{peak}'" in out,
+          f"opc profile --peak {peak} is an error ({out.strip()[:160]})")
 rc, out = run(opreplay, "--max-frames", "abc", "route")
 check(rc == 2 and "--max-frames 'abc'" in out,
       f"opreplay --max-frames abc is an error ({rc}: {out.strip()[:160]})")

@@ -177,6 +177,29 @@ std::vector<Case> Cases() {
                  b.Output(b.Add(OpKind::kConv, {x, w},
                                 A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
                }});
+  // Channel blocks of 16 (one pixel vector) and 12 (two pixel vectors of a flat 1x1 run), per
+  // group and over two images, with partial pixel vectors at the row's end.
+  c.push_back({"Conv_3x3_s2_blocks_of_16", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 9, 41});
+                 TensorId w = b.Weights({32, 3, 3, 3});
+                 TensorId bias = b.Weights({32});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias},
+                                A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
+               }});
+  c.push_back({"Conv_3x3_grouped_blocks_of_16", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 4, 7, 20});
+                 TensorId w = b.Weights({32, 2, 3, 3});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{2}}})));
+               }});
+  c.push_back({"FusedConv_1x1_flat_blocks_of_12_two_images", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 5, 7, 9});
+                 TensorId r = b.Input("r", {2, 24, 7, 9});
+                 TensorId w = b.Weights({24, 5, 1, 1});
+                 TensorId bias = b.Weights({24});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r},
+                                A({{"activation", std::string("Relu")}})));
+               }});
   c.push_back({"Conv_depthwise_7x7_wide_rows", [](Builder &b) {
                  TensorId x = b.Input("x", {1, 6, 11, 35});
                  TensorId w = b.Weights({6, 1, 7, 7});
@@ -269,6 +292,18 @@ std::vector<Case> Cases() {
   c.push_back({"MatMul_vector", [](Builder &b) {
                  TensorId a = b.Input("a", {13});
                  TensorId bm = b.Input("b", {13, 3});
+                 b.Output(b.Add(OpKind::kMatMul, {a, bm}));
+               }});
+  // Four column vectors per work-item (one or two rows): constant panels padded to a multiple
+  // of four, and a computed B whose last block is partly and wholly past N.
+  c.push_back({"MatMul_two_rows_wide_constant_b", [](Builder &b) {
+                 TensorId a = b.Input("a", {2, 45});
+                 TensorId w = b.Weights({45, 133});
+                 b.Output(b.Add(OpKind::kMatMul, {a, w}));
+               }});
+  c.push_back({"MatMul_row_wide_computed_b", [](Builder &b) {
+                 TensorId a = b.Input("a", {1, 21});
+                 TensorId bm = b.Input("b", {21, 100});
                  b.Output(b.Add(OpKind::kMatMul, {a, bm}));
                }});
   c.push_back({"FusedGemm_relu_residual", [](Builder &b) {
@@ -366,6 +401,12 @@ std::vector<Case> Cases() {
          b.Output(s0);
          b.Output(s0 + 1);
        }});
+  c.push_back({"Concat_three_inputs_middle_axis", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 3, 5});
+                 TensorId y = b.Input("y", {2, 1, 5});
+                 TensorId z = b.Input("z", {2, 4, 5});
+                 b.Output(b.Add(OpKind::kConcat, {x, y, z, x}, A({{"axis", int64_t{1}}})));
+               }});
   for (const char *mode : {"constant", "reflect", "edge"})
     c.push_back({std::string("Pad_") + mode, [mode](Builder &b) {
                    TensorId x = b.Input("x", {3, 13});

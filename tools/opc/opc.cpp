@@ -3,7 +3,8 @@
 //   opc info MODEL [--shape name=d0,d1,...]
 //   opc run MODEL --input name=file.npy ... --output-dir DIR [--reference] [--shape ...]
 //   opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision PREC] [--shape ...]
-//   opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] [--precision PREC]
+//   opc profile MODEL [--runs N] [--top K] [--peak GFLOPS] [--source LAUNCH] [--device D]
+//   [--precision PREC]
 //   [--shape ...]
 //   opc quantize MODEL --calibration DIR -o OUT.onnx [--method minmax|percentile|entropy]
 //   [--percentile P] [--frames N] [--report] [--keep-float N | --keep NODE,...]
@@ -42,8 +43,8 @@ static void Usage(FILE *f) {
       "               [--shape name=d0,d1,...] [--device D] [--precision PREC]\n"
       "       opc compile MODEL.onnx -o MODEL.opm [--device D] [--precision PREC]\n"
       "               [--shape name=d0,d1,...]\n"
-      "       opc profile MODEL [--runs N] [--top K] [--source LAUNCH] [--device D] "
-      "[--precision PREC]\n"
+      "       opc profile MODEL [--runs N] [--top K] [--peak GFLOPS] [--source LAUNCH]\n"
+      "               [--device D] [--precision PREC]\n"
       "               [--shape name=d0,d1,...]\n"
       "       opc quantize MODEL --calibration DIR -o OUT.onnx\n"
       "               [--method minmax|percentile|entropy] [--percentile P] [--frames N]\n"

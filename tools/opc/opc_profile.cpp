@@ -2,7 +2,10 @@
 // queue with random inputs and reports every launch's median device time (start to end of the
 // kernel, not queueing), its share of the run and its FLOP rate, then the same by kernel
 // template. This is the tool for deciding which kernel to optimise next; --source N prints the
-// generated source of launch N instead.
+// generated source of launch N instead. --peak G (the machine's FMA peak in GFLOP/s, as
+// op-peak-flops measures it) adds each launch's share of that peak. The fastest run of each
+// launch is printed beside the median: on a machine shared with other work the median moves
+// with the load, the fastest run much less.
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
@@ -50,12 +53,13 @@ std::string Grid(const nn::KernelDesc &k) {
 int Profile(const Args &args) {
   std::string model, device = "auto", precision = "auto";
   int runs = 10, top = 25, show = -1;
+  double peak = 0;  // GFLOP/s; 0: not given
   nn::CompileOptions options;
   for (size_t i = 0; i < args.size(); i++) {
     const std::string &a = args[i];
     bool has_value = i + 1 < args.size();
     if ((a == "--device" || a == "--precision" || a == "--shape" || a == "--runs" || a == "--top" ||
-         a == "--source") &&
+         a == "--source" || a == "--peak") &&
         !has_value)
       return Fail(op::InvalidArgument("profile: " + a + " needs a value"));
     if (a == "--device") {
@@ -74,6 +78,14 @@ int Profile(const Args &args) {
                                         "' is not a whole number from " + std::to_string(lowest) +
                                         " to 1000000"));
       (a == "--runs" ? runs : a == "--top" ? top : show) = static_cast<int>(n);
+    } else if (a == "--peak") {
+      const std::string &v = args[++i];
+      char *end = nullptr;
+      errno = 0;
+      peak = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || errno == ERANGE || !(peak > 0) || peak > 1e9)
+        return Fail(
+            op::InvalidArgument("profile: --peak '" + v + "' is not a positive number of GFLOP/s"));
     } else if (a == "--shape") {
       Status st = nn::ParseShapeBinding(args[++i], &options.shapes);
       if (!st.ok())
@@ -85,8 +97,9 @@ int Profile(const Args &args) {
     }
   }
   if (model.empty())
-    return Fail(op::InvalidArgument(
-        "profile: usage: opc profile MODEL [--runs N] [--top K] [--source LAUNCH]"));
+    return Fail(
+        op::InvalidArgument("profile: usage: opc profile MODEL [--runs N] [--top K] [--peak "
+                            "GFLOPS] [--source LAUNCH]"));
   Status prec = nn::SetPrecision(precision, nn::Precision::kFp32, &options);
   if (!prec.ok())
     return Fail(prec);
@@ -174,14 +187,23 @@ int Profile(const Args &args) {
 
   struct Row {
     size_t index;
-    double ms;
+    double ms, best;
   };
   std::vector<Row> rows;
   double sum = 0;
   for (size_t k = 0; k < ms.size(); k++) {
-    rows.push_back({k, Median(ms[k])});
+    rows.push_back(
+        {k, Median(ms[k]), ms[k].empty() ? 0.0 : *std::min_element(ms[k].begin(), ms[k].end())});
     sum += rows.back().ms;
   }
+  // Share of the peak, or blank without --peak.
+  auto of_peak = [&](double gflops) -> std::string {
+    if (peak <= 0)
+      return "";
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%6.1f%%", 100 * gflops / peak);
+    return buf;
+  };
   std::sort(rows.begin(), rows.end(), [](const Row &a, const Row &b) { return a.ms > b.ms; });
   auto rate = [](uint64_t flops, double t) { return t > 0 ? flops / (t * 1e6) : 0.0; };
 
@@ -203,12 +225,16 @@ int Profile(const Args &args) {
       "GFLOP/s\n",
       Median(totals), sum, FormatCount(static_cast<double>(m.TotalFlops()), "FLOP").c_str(),
       rate(m.TotalFlops(), Median(totals)));
-  std::printf("\n%4s %9s %6s %8s  %-16s %-20s %s\n", "#", "ms", "share", "GFLOP/s", "template",
-              "grid", "node");
+  if (peak > 0)
+    std::printf("peak: %.1f GFLOP/s (--peak); %% peak = the launch's GFLOP/s at its median\n",
+                peak);
+  std::printf("\n%4s %9s %9s %6s %8s %7s  %-16s %-20s %s\n", "#", "ms", "best ms", "share",
+              "GFLOP/s", peak > 0 ? "% peak" : "", "template", "grid", "node");
   for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(top); i++) {
     const nn::KernelDesc &k = m.kernels[rows[i].index];
-    std::printf("%4zu %9.3f %5.1f%% %8.2f  %-16s %-20s %s\n", rows[i].index, rows[i].ms,
-                sum > 0 ? 100 * rows[i].ms / sum : 0.0, rate(k.flops, rows[i].ms),
+    const double r = rate(k.flops, rows[i].ms);
+    std::printf("%4zu %9.3f %9.3f %5.1f%% %8.2f %7s  %-16s %-20s %s\n", rows[i].index, rows[i].ms,
+                rows[i].best, sum > 0 ? 100 * rows[i].ms / sum : 0.0, r, of_peak(r).c_str(),
                 Shorten(k.entry, 16).c_str(), Shorten(Grid(k), 20).c_str(),
                 Shorten(k.label, 60).c_str());
   }
@@ -230,10 +256,12 @@ int Profile(const Args &args) {
   std::vector<std::pair<std::string, Group>> by_time(groups.begin(), groups.end());
   std::sort(by_time.begin(), by_time.end(),
             [](const auto &a, const auto &b) { return a.second.ms > b.second.ms; });
-  std::printf("\n%-20s %8s %9s %6s %8s\n", "template", "launches", "ms", "share", "GFLOP/s");
+  std::printf("\n%-20s %8s %9s %6s %8s %7s\n", "template", "launches", "ms", "share", "GFLOP/s",
+              peak > 0 ? "% peak" : "");
   for (const auto &[name, g] : by_time)
-    std::printf("%-20s %8d %9.3f %5.1f%% %8.2f\n", Shorten(name, 20).c_str(), g.count, g.ms,
-                sum > 0 ? 100 * g.ms / sum : 0.0, rate(g.flops, g.ms));
+    std::printf("%-20s %8d %9.3f %5.1f%% %8.2f %7s\n", Shorten(name, 20).c_str(), g.count, g.ms,
+                sum > 0 ? 100 * g.ms / sum : 0.0, rate(g.flops, g.ms),
+                of_peak(rate(g.flops, g.ms)).c_str());
   return 0;
 }
 

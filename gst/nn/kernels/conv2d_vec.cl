@@ -40,9 +40,13 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
                          __global const STYPE(TR) * r, uint r_off,
 #endif
                          __global STYPE(TY) * y, uint y_off) {
-  const int pb = get_global_id(0);
+  // Channel blocks vary fastest: the work-items that run one after another on a thread read
+  // the same input pixels (a flat 1x1 run over C = 144 is 18 KiB, kept in L1) with the next
+  // OCB weights (all of a layer's weights fit in L2), instead of streaming the whole input
+  // (over 1 MiB at 32 x 64) once per channel block.
+  const int z = get_global_id(0);
   const int oh = get_global_id(1);
-  const int z = get_global_id(2);
+  const int pb = get_global_id(2);
   if (pb >= PIX_BLOCKS || oh >= ROWS || z >= N * G * OC_BLOCKS)
     return;
   const int n = z / (G * OC_BLOCKS);

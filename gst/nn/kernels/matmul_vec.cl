@@ -1,19 +1,21 @@
 // Batched matrix product for CPU devices, written as explicit SIMD (the matmul.cl epilogue):
 //   y[b,m,n] = ACT(ALPHA * sum_k A[b,m,k] B[b,k,n] + BETA * c[b,m,n] + res)   (or + res after ACT)
-// Each work-item computes RM rows x V adjacent columns as RM vectors of V floats: per k it
-// loads one vector of B's row k and broadcasts RM values of A's column k into RM vector FMAs.
+// Each work-item computes RM rows x NV * V adjacent columns as RM x NV vectors of V floats: per
+// k it loads NV vectors of B's row k and broadcasts RM values of A's column k, each into NV
+// vector FMAs (RM x NV accumulators: 16 of the 32 AVX-512 registers for 8 x 2).
 // B's rows must be contiguous. A constant B (weights) comes as panels instead, laid out once by
 // code generation: B_PANEL, bp[N_BLOCKS][K][V] with zeros past N, so each work-item streams
-// one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers).
+// one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers);
+// code generation pads the panels to a multiple of NV.
 // Defines: TA TB TC TR TY; BATCH M N K; A_SM A_SK B_SK (strides in elements); B_PANEL; A_BOFF(b)
-// B_BOFF(b) C_IDX(b,m,n) R_IDX(b,m,n) (generated); RM V; ALPHA BETA; HAS_C HAS_RES RES_AFTER;
+// B_BOFF(b) C_IDX(b,m,n) R_IDX(b,m,n) (generated); RM V NV; ALPHA BETA; HAS_C HAS_RES RES_AFTER;
 // ACT; ACTV and C_CONTIG (optional: the epilogue on whole vectors, nn_common.cl); A_VEC4 (A's rows
 // contiguous along k, with vector loads).
 #include "nn_common.cl"
 
 #define VF NN_CAT(float, V)
 #define M_BLOCKS ((M + RM - 1) / RM)
-#define N_BLOCKS ((N + V - 1) / V)
+#define N_BLOCKS ((N + V * NV - 1) / (V * NV))
 #ifdef ACTV
 NN_DEFINE_ACT_CHAIN_V
 #endif
@@ -35,10 +37,10 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   if (nb >= N_BLOCKS || mb >= M_BLOCKS || bt >= BATCH)
     return;
   const int m0 = mb * RM;
-  const int n0 = nb * V;
+  const int n0 = nb * (V * NV);
   const int abase = a_off + A_BOFF(bt);
 #if B_PANEL
-  const int bbase = b_off + nb * (K * V);
+  const int bbase = b_off + nb * NV * (K * V);
 #else
   const int bbase = b_off + B_BOFF(bt) + n0;
 #endif
@@ -48,91 +50,116 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
 #pragma unroll
   for (int i = 0; i < RM; i++)
     arow[i] = abase + min(m0 + i, M - 1) * A_SM;
-  VF acc[RM];
+  // acc[j * RM + i]: row m0 + i, columns n0 + j * V ...
+  VF acc[RM * NV];
 #pragma unroll
-  for (int i = 0; i < RM; i++)
+  for (int i = 0; i < RM * NV; i++)
     acc[i] = (VF)(0.0f);
 
 #if B_PANEL
-#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*V)
+#define B_ROW(k, j) LOADV(TB, V, bm, bbase + (j) * (K * V) + (k)*V)
   {
 #else
-#define B_ROW(k) LOADV(TB, V, bm, bbase + (k)*B_SK)
-  if (n0 + V <= N) {
+#define B_ROW(k, j) LOADV(TB, V, bm, bbase + (k)*B_SK + (j)*V)
+  if (n0 + V * NV <= N) {
 #endif
     int k = 0;
 #if A_VEC4
     // A's rows run along k: four k at a time, one float4 load per row instead of four scalar
     // loads (the same FMAs in the same order).
     for (; k + 4 <= K; k += 4) {
-      const VF b0 = B_ROW(k), b1 = B_ROW(k + 1), b2 = B_ROW(k + 2), b3 = B_ROW(k + 3);
+      VF b0[NV], b1[NV], b2[NV], b3[NV];
+#pragma unroll
+      for (int j = 0; j < NV; j++) {
+        b0[j] = B_ROW(k, j);
+        b1[j] = B_ROW(k + 1, j);
+        b2[j] = B_ROW(k + 2, j);
+        b3[j] = B_ROW(k + 3, j);
+      }
 #pragma unroll
       for (int i = 0; i < RM; i++) {
         const float4 av = LOADV(TA, 4, a, arow[i] + k);
-        acc[i] = fma((VF)(av.s0), b0, acc[i]);
-        acc[i] = fma((VF)(av.s1), b1, acc[i]);
-        acc[i] = fma((VF)(av.s2), b2, acc[i]);
-        acc[i] = fma((VF)(av.s3), b3, acc[i]);
+#pragma unroll
+        for (int j = 0; j < NV; j++) {
+          acc[j * RM + i] = fma((VF)(av.s0), b0[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(av.s1), b1[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(av.s2), b2[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(av.s3), b3[j], acc[j * RM + i]);
+        }
       }
     }
 #endif
     for (; k < K; k++) {
-      const VF bv = B_ROW(k);
+      VF bv[NV];
 #pragma unroll
-      for (int i = 0; i < RM; i++)
-        acc[i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[i]);
+      for (int j = 0; j < NV; j++)
+        bv[j] = B_ROW(k, j);
+#pragma unroll
+      for (int i = 0; i < RM; i++) {
+        const VF av = (VF)(LOAD(TA, a, arow[i] + k * A_SK));
+#pragma unroll
+        for (int j = 0; j < NV; j++)
+          acc[j * RM + i] = fma(av, bv[j], acc[j * RM + i]);
+      }
     }
   }
 #if !B_PANEL
   else {
     for (int k = 0; k < K; k++) {
-      float t[V];
-      for (int j = 0; j < V; j++)
-        t[j] = n0 + j < N ? LOAD(TB, bm, bbase + k * B_SK + j) : 0.0f;
-      const VF bv = NN_CAT(vload, V)(0, t);
+      for (int j = 0; j < NV; j++) {
+        float t[V];
+        for (int l = 0; l < V; l++)
+          t[l] = n0 + j * V + l < N ? LOAD(TB, bm, bbase + k * B_SK + j * V + l) : 0.0f;
+        const VF bv = NN_CAT(vload, V)(0, t);
 #pragma unroll
-      for (int i = 0; i < RM; i++)
-        acc[i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[i]);
+        for (int i = 0; i < RM; i++)
+          acc[j * RM + i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[j * RM + i]);
+      }
     }
   }
 #endif
 
+  for (int j = 0; j < NV; j++) {
+    const int nj = n0 + j * V;
+    if (NV > 1 && nj >= N)
+      break;
 #ifdef ACTV
-  // A whole vector of columns: the epilogue as vector code (activations included). C_CONTIG:
-  // C runs along n (else one value per row, broadcast over n).
-  if (n0 + V <= N) {
+    // A whole vector of columns: the epilogue as vector code (activations included). C_CONTIG:
+    // C runs along n (else one value per row, broadcast over n).
+    if (nj + V <= N) {
 #pragma unroll
+      for (int i = 0; i < RM; i++) {
+        const int m = m0 + i;
+        if (M % RM != 0 && m >= M)
+          break;
+        VF v = ALPHA * acc[j * RM + i];
+#if HAS_C && C_CONTIG
+        v += BETA * LOADV(TC, V, c, c_off + C_IDX(bt, m, nj));
+#elif HAS_C
+        v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, nj));
+#endif
+        NN_STORE_EPILOGUE_V(V, v, R_IDX(bt, m, nj), (bt * M + m) * N + nj);
+      }
+      continue;
+    }
+#endif
+    // Epilogue, lane by lane (the edge, or an activation without a vector form).
     for (int i = 0; i < RM; i++) {
       const int m = m0 + i;
-      if (M % RM != 0 && m >= M)
+      if (m >= M)
         break;
-      VF v = ALPHA * acc[i];
-#if HAS_C && C_CONTIG
-      v += BETA * LOADV(TC, V, c, c_off + C_IDX(bt, m, n0));
-#elif HAS_C
-      v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n0));
-#endif
-      NN_STORE_EPILOGUE_V(V, v, R_IDX(bt, m, n0), (bt * M + m) * N + n0);
-    }
-    return;
-  }
-#endif
-  // Epilogue, lane by lane (the edge, or an activation without a vector form).
-  for (int i = 0; i < RM; i++) {
-    const int m = m0 + i;
-    if (m >= M)
-      break;
-    float t[V];
-    NN_CAT(vstore, V)(acc[i], 0, t);
-    for (int j = 0; j < V; j++) {
-      const int n = n0 + j;
-      if (n >= N)
-        break;
-      float v = ALPHA * t[j];
+      float t[V];
+      NN_CAT(vstore, V)(acc[j * RM + i], 0, t);
+      for (int l = 0; l < V; l++) {
+        const int n = nj + l;
+        if (n >= N)
+          break;
+        float v = ALPHA * t[l];
 #if HAS_C
-      v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n));
+        v += BETA * LOAD(TC, c, c_off + C_IDX(bt, m, n));
 #endif
-      NN_STORE_EPILOGUE(v, R_IDX(bt, m, n), (bt * M + m) * N + n);
+        NN_STORE_EPILOGUE(v, R_IDX(bt, m, n), (bt * M + m) * N + n);
+      }
     }
   }
 }
