@@ -1165,6 +1165,21 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// QLinearConv's requantizing epilogue, shared by the vector and the generic kernel: the input,
+// weight and output scales, the output zero point and the optional bias, as defines and as the
+// kernel arguments after the input, weight and zero-point arguments.
+static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pending &k) {
+  const TensorId b = node.input(8);
+  d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
+  d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+  d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
+  DefQuantRange(d, e.T(node.outputs[0]).dtype);
+  for (size_t i : {1, 4, 6, 7})
+    k.args.push_back(TArg(node.inputs[i]));
+  if (b != kNoTensor)
+    k.args.push_back(TArg(b));
+}
+
 // The CPU profile's quantized convolution (kernels/qconv_vec.cl): OCB output channels by V
 // pixels per work-item, input channels in pairs, the constant weights re-laid out as
 // wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
@@ -1257,17 +1272,8 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   k.args = {TArg(x), TArg(wv)};
   if (xz != kNoTensor)
     k.args.push_back(TArg(xz));
-  if (ql) {
-    TensorId b = node.input(8);
-    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
-    DefQuantRange(d, e.T(y).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (b != kNoTensor)
-      k.args.push_back(TArg(b));
-  }
+  if (ql)
+    AddQLinearConvEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
   k.label = node.Describe();
   k.entry = "qconv_vec";
@@ -1325,17 +1331,8 @@ Status LowerQuantizedConv(Emitter &e, const Node &node) {
     k.args.push_back(TArg(xz));
   if (wz != kNoTensor)
     k.args.push_back(TArg(wz));
-  if (ql) {
-    TensorId b = node.input(8);
-    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
-    DefQuantRange(d, e.T(y).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (b != kNoTensor)
-      k.args.push_back(TArg(b));
-  }
+  if (ql)
+    AddQLinearConvEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
   k.label = node.Describe();
   k.entry = "qconv";
