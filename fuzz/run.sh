@@ -80,6 +80,9 @@ for t in "${targets[@]}"; do
   took="${secs} s"
   [ $cpu_mode = 1 ] && took="${cpu} CPU-s"
   echo "fuzz-$t: $result, $took, $runs executions, ${cov:-no coverage line} (log: $log)"
-  [ "$result" = ok ] || grep -E 'ERROR|SUMMARY|Test unit written' "$log" | head -5
+  # On a finding, what CI shows must be enough to reproduce it: the report, the first frames of
+  # its stack, and the input (libFuzzer prints small inputs as Base64).
+  [ "$result" = ok ] || grep -E "ERROR|SUMMARY|terminate called|what\(\)|runtime error|^ +#[0-9] |\
+Base64:|Test unit written" "$log" | head -40
 done
 exit $status

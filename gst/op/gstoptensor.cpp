@@ -144,7 +144,10 @@ static op::StatusOr<std::vector<std::string>> ReadStrings(const GstStructure *s,
       return op::InvalidArgument(std::string("field ") + field + " is missing");
     return out;
   }
+  // A string field may hold NULL ("(string)NULL" in a caps string): that is no name.
   if (G_VALUE_HOLDS_STRING(v)) {
+    if (!g_value_get_string(v))
+      return op::InvalidArgument(std::string("field ") + field + " is a NULL string");
     out.emplace_back(g_value_get_string(v));
     return out;
   }
@@ -155,9 +158,10 @@ static op::StatusOr<std::vector<std::string>> ReadStrings(const GstStructure *s,
   guint n = gst_value_array_get_size(v);
   for (guint i = 0; i < n; i++) {
     const GValue *e = gst_value_array_get_value(v, i);
-    if (!G_VALUE_HOLDS_STRING(e))
-      return op::InvalidArgument(std::string("field ") + field + ": entry " + std::to_string(i) +
-                                 " is not a string");
+    if (!G_VALUE_HOLDS_STRING(e) || !g_value_get_string(e))
+      return op::InvalidArgument(
+          std::string("field ") + field + ": entry " + std::to_string(i) +
+          (G_VALUE_HOLDS_STRING(e) ? " is a NULL string" : " is not a string"));
     out.emplace_back(g_value_get_string(e));
   }
   return out;
@@ -207,6 +211,8 @@ op::StatusOr<GstOpTensorInfo> gst_op_tensor_info_from_structure(const GstStructu
                                std::to_string(names.size()) + " names, " +
                                std::to_string(types.size()) + " types, " +
                                std::to_string(dims.size()) + " dims)");
+  if (names.empty())
+    return op::InvalidArgument("field names: no tensors");
   GstOpTensorInfo info;
   for (size_t i = 0; i < names.size(); i++) {
     GstOpTensorDesc t;

@@ -969,6 +969,16 @@ TEST(TensorCaps, MalformedCapsSayWhichFieldIsWrong) {
       {"application/x-op-tensors, names={ a, b }, types=uint8, dims=(string)\"4\"", "field names"},
       {"application/x-op-tensors, names=a, types=uint8, dims=4", "field dims"},
       {"video/x-raw, format=NV12", "not application/x-op-tensors"},
+      // Found by fuzz-caps: a NULL string threw from std::string (an abort), and slices on no
+      // tensors read the first tensor of an empty list.
+      {"application/x-op-tensors, names=(string)NULL, types=uint8, dims=(string)\"1\"",
+       "field names is a NULL string"},
+      {"application/x-op-tensors, names=(string)<a, NULL>, types=(string)<uint8, uint8>, "
+       "dims=(string)<\"1\", \"1\">",
+       "field names: entry 1 is a NULL string"},
+      {"application/x-op-tensors, names=(string)<>, types=(string)<>, dims=(string)<>, "
+       "slices=(string)\"s:0:1\"",
+       "field names: no tensors"},
   };
   for (const Case &c : cases) {
     GstCaps *caps = gst_caps_from_string(c.caps);
