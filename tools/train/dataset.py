@@ -110,8 +110,10 @@ def source_desc(path, camera):
 
 def warp_stream(path, camera, role, rpy, out_bin, frames, env):
     """Runs decode → opwarp over one camera's stream; opwarp's tensors go to out_bin as they are."""
-    # The whole stream goes through and the first `frames` tensors are kept: a limit inside the
-    # pipeline (identity eos-after) changed the last tensor written.
+    # The whole stream goes through and the first `frames` tensors are kept. A limit inside the
+    # pipeline does not cut it cleanly: with `identity eos-after=10` after avdec_h265, the frames
+    # that reach opwarp are the stream's 0-8, 10, 13 and 15 (measured), so the last tensors pair
+    # frames the stream never pairs. opwarp's tensors for those frames are right.
     desc = (f"{source_desc(path, camera)} ! opwarp model-input={role} "
             f"rpy={','.join(repr(float(v)) for v in rpy)} ! filesink location={out_bin}")
     r = subprocess.run(["gst-launch-1.0", "-q"] + desc.split(), env=env, capture_output=True, text=True)
