@@ -13,18 +13,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, failures, tool_env  # noqa: E402
+
 FRAMES = 120         # replayed road frames (the sample has 200)
 CHANGE = 100         # the frame from which the log's calibration changes
 BEFORE = "0.012,0.021,-0.016"   # the sample's calibration
 AFTER = "0.012,0.035,-0.016"
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def main():
@@ -32,11 +27,7 @@ def main():
         print(__doc__)
         return 2
     opreplay, make_route, oplog, drive, vision, policy = sys.argv[1:]
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder and muxers come from the system
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    env = tool_env("examples")
 
     work = tempfile.mkdtemp(prefix="opreplay-test-")
     try:

@@ -21,17 +21,17 @@ Then the same route without --realtime: 0 dropped, every frame evaluated, frameD
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, exit_status, failures, load_log_schema, numbers, read_models, \
+    run_tool, tool_env, unexercised  # noqa: E402
+
 FRAMES = 60  # replayed road frames (the sample has 200)
 RATE = 50    # times real time: a frame every 1 ms, far faster than the device evaluates them
-
-failures = []
-unexercised = []  # what this run could not show (the device kept up): reported as a skip
 
 
 def first_published_drop(ids):
@@ -47,30 +47,10 @@ def first_published_drop(ids):
     return None
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def number(stdout, pattern):
-    m = re.search(pattern, stdout, re.M)
-    return [float(g) for g in m.groups()] if m else None
-
-
 def replay(opreplay, env, route, out, vision, policy, extra):
-    proc = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy, "--out", out,
-                           "--max-frames", str(FRAMES), "--no-video", "--single-camera"] + extra,
-                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    print(proc.stdout)
-    sys.stderr.write(proc.stderr[-3000:])
-    check(proc.returncode == 0, f"opreplay {' '.join(extra)} exit status {proc.returncode}")
-    return proc.stdout
-
-
-def read_models(log, path):
-    raw = subprocess.run(["zstd", "-d", "-c", path], stdout=subprocess.PIPE, check=True).stdout
-    return [e.modelV2 for e in log.Event.read_multiple_bytes(raw) if e.which() == "modelV2"]
+    return run_tool([opreplay, route, "--vision", vision, "--policy", policy, "--out", out,
+                     "--max-frames", str(FRAMES), "--no-video", "--single-camera"] + extra, env,
+                    f"opreplay {' '.join(extra)}").stdout
 
 
 def main():
@@ -81,15 +61,8 @@ def main():
     if shutil.which("zstd") is None:
         print("zstd not installed: skipped")
         return 77
-    import capnp
-    capnp.remove_import_hook()
-    log = capnp.load(schema, imports=["/usr/include", "/usr/local/include"])
-
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    log = load_log_schema(schema)
+    env = tool_env()
 
     work = tempfile.mkdtemp(prefix="opreplay-realtime-")
     try:
@@ -101,12 +74,12 @@ def main():
         # ---- Live: released at 50x real time.
         out = os.path.join(work, "live")
         stdout = replay(opreplay, env, route, out, vision, policy, [f"--realtime={RATE}"])
-        fed = number(stdout, r"^\s*frames in\s+(\d+) road$")
-        warped = number(stdout, r"^\s*warped\s+(\d+) road$")
-        dropped = number(stdout, r"^\s*dropped\s+(\d+) road")
-        evaluated = number(stdout, r"^\s*evaluated\s+(\d+)$")
-        skipped = number(stdout, r"^\s*skipped\s+(\d+)")
-        perc = number(stdout, r"^\s*frameDropPerc\s+([\d.]+) last, ([\d.]+) largest")
+        fed = numbers(stdout, r"^\s*frames in\s+(\d+) road$")
+        warped = numbers(stdout, r"^\s*warped\s+(\d+) road$")
+        dropped = numbers(stdout, r"^\s*dropped\s+(\d+) road")
+        evaluated = numbers(stdout, r"^\s*evaluated\s+(\d+)$")
+        skipped = numbers(stdout, r"^\s*skipped\s+(\d+)")
+        perc = numbers(stdout, r"^\s*frameDropPerc\s+([\d.]+) last, ([\d.]+) largest")
         check(None not in (fed, warped, dropped, evaluated, skipped, perc),
               "the summary gives frames in, warped, dropped, evaluated, skipped, frameDropPerc")
         if failures:
@@ -138,8 +111,8 @@ def main():
         # ---- Not live: every frame processed.
         out = os.path.join(work, "file")
         stdout = replay(opreplay, env, route, out, vision, policy, [])
-        dropped = number(stdout, r"^\s*dropped\s+(\d+) road")
-        evaluated = number(stdout, r"^\s*evaluated\s+(\d+)$")
+        dropped = numbers(stdout, r"^\s*dropped\s+(\d+) road")
+        evaluated = numbers(stdout, r"^\s*evaluated\s+(\d+)$")
         check(dropped == [0], f"no frame dropped without --realtime ({dropped})")
         check(evaluated == [FRAMES], f"every frame evaluated without --realtime ({evaluated})")
         models = read_models(log, os.path.join(out, "rlog.zst"))
@@ -147,13 +120,8 @@ def main():
         check(all(m.frameDropPerc == 0 for m in models), "frameDropPerc 0 in every message")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(failures)} failure(s)")
-    if failures:
-        return 1
-    if unexercised:  # nothing failed, but the live drops were not shown on this run
-        print("not shown on this machine: " + "; ".join(unexercised))
-        return 77
-    return 0
+    # A skip where nothing failed but the live drops were not shown on this run.
+    return exit_status()
 
 
 if __name__ == "__main__":

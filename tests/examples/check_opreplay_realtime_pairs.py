@@ -33,32 +33,16 @@ saying what it could not show.
 """
 
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, exit_status, load_log_schema, numbers, read_models, run_tool, \
+    tool_env, unexercised  # noqa: E402
+
 TIMEOUT_S = 800  # a replay that has not ended by then stalled (a cold cache compiles first)
-
-failures = []
-unexercised = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def numbers(stdout, pattern):
-    m = re.search(pattern, stdout, re.M)
-    return [int(g) for g in m.groups()] if m else None
-
-
-def read_models(log, path):
-    raw = subprocess.run(["zstd", "-d", "-c", path], stdout=subprocess.PIPE, check=True).stdout
-    return [e.modelV2 for e in log.Event.read_multiple_bytes(raw) if e.which() == "modelV2"]
 
 
 def live_run(name, opreplay, env, route, work, vision, policy, log, frames, rate, video,
@@ -68,22 +52,18 @@ def live_run(name, opreplay, env, route, work, vision, policy, log, frames, rate
     cmd = [opreplay, route, "--vision", vision, "--policy", policy, "--out", out, "--max-frames",
            str(frames), f"--realtime={rate}"] + ([] if video else ["--no-video"])
     try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, timeout=TIMEOUT_S)
+        proc = run_tool(cmd, env, "opreplay", timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         sys.stderr.write((e.stderr or b"")[-3000:].decode(errors="replace")
                          if isinstance(e.stderr, bytes) else (e.stderr or "")[-3000:])
         check(False, f"the replay ended within {TIMEOUT_S} s (it stalled)")
         return
-    print(proc.stdout)
-    sys.stderr.write(proc.stderr[-3000:])
-    check(proc.returncode == 0, f"exit status {proc.returncode}")
-    fed = numbers(proc.stdout, r"^\s*frames in\s+(\d+) road, (\d+) wide$")
-    warped = numbers(proc.stdout, r"^\s*warped\s+(\d+) road, (\d+) wide$")
-    dropped = numbers(proc.stdout, r"^\s*dropped\s+(\d+) road, (\d+) wide")
-    unpaired = numbers(proc.stdout, r"^\s*unpaired\s+(\d+) road, (\d+) wide")
-    evaluated = numbers(proc.stdout, r"^\s*evaluated\s+(\d+)$")
-    skipped = numbers(proc.stdout, r"^\s*skipped\s+(\d+)")
+    fed = numbers(proc.stdout, r"^\s*frames in\s+(\d+) road, (\d+) wide$", int)
+    warped = numbers(proc.stdout, r"^\s*warped\s+(\d+) road, (\d+) wide$", int)
+    dropped = numbers(proc.stdout, r"^\s*dropped\s+(\d+) road, (\d+) wide", int)
+    unpaired = numbers(proc.stdout, r"^\s*unpaired\s+(\d+) road, (\d+) wide", int)
+    evaluated = numbers(proc.stdout, r"^\s*evaluated\s+(\d+)$", int)
+    skipped = numbers(proc.stdout, r"^\s*skipped\s+(\d+)", int)
     check(None not in (fed, warped, dropped, unpaired, evaluated, skipped),
           "the summary gives frames in, warped, dropped and unpaired per camera, evaluated, skipped")
     if None in (fed, warped, dropped, unpaired, evaluated, skipped):
@@ -132,15 +112,8 @@ def main():
     if shutil.which("zstd") is None:
         print("zstd not installed: skipped")
         return 77
-    import capnp
-    capnp.remove_import_hook()
-    log = capnp.load(schema, imports=["/usr/include", "/usr/local/include"])
-
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    log = load_log_schema(schema)
+    env = tool_env()
 
     work = tempfile.mkdtemp(prefix="opreplay-realtime-pairs-")
     try:
@@ -155,13 +128,7 @@ def main():
         live_run("late", opreplay, env, late, work, vision, policy, log, 40, 50, False, first_id=5)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(failures)} failure(s)")
-    if failures:
-        return 1
-    if unexercised:
-        print("not shown on this machine: " + "; ".join(unexercised))
-        return 77
-    return 0
+    return exit_status()
 
 
 if __name__ == "__main__":

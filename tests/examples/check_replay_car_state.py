@@ -34,6 +34,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, exit_status, load_log_schema, read_events, run_tool, \
+    tool_env  # noqa: E402
+
 FRAMES = 40
 LATERAL_DELAY = 0.3  # not the command line's (0), so the log's value must have been used
 SEGMENT1_DELAY = 0.5  # segment 1's log of the two-segment route: not segment 0's
@@ -43,18 +47,6 @@ SEGMENT1_LONG_DELAY = 0.7  # segment 1's carParams of the two-segment route
 ALPHA = 1.0 - math.exp(-0.05 / 0.3)
 T_IDXS = [10.0 * (i / 32.0) ** 2 for i in range(33)]
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def read_log(log, path):
-    raw = subprocess.run(["zstd", "-d", "-c", path], stdout=subprocess.PIPE, check=True).stdout
-    return list(log.Event.read_multiple_bytes(raw))
 
 
 def interp(x, xs, ys):
@@ -94,15 +86,8 @@ def main():
     if shutil.which("zstd") is None:
         print("zstd not installed: skipped")
         return 77
-    import capnp
-    capnp.remove_import_hook()
-    log = capnp.load(schema, imports=["/usr/include", "/usr/local/include"])
-
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "examples")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    log = load_log_schema(schema)
+    env = tool_env()
 
     work = tempfile.mkdtemp(prefix="opreplay-car-")
     try:
@@ -113,13 +98,8 @@ def main():
         subprocess.run([sys.executable, rlog_py, "--seconds", "10", "--out", route,
                         "--lateral-delay", str(LATERAL_DELAY), "--long-delay", str(LONG_DELAY)],
                        check=True)
-        proc = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy,
-                               "--out", out, "--max-frames", str(FRAMES), "--no-video",
-                               "--rpy", "0,0,0"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        print(proc.stdout)
-        sys.stderr.write(proc.stderr[-3000:])
-        check(proc.returncode == 0, f"opreplay exit status {proc.returncode}")
+        proc = run_tool([opreplay, route, "--vision", vision, "--policy", policy, "--out", out,
+                         "--max-frames", str(FRAMES), "--no-video", "--rpy", "0,0,0"], env)
         check(re.search(r"^\s*v-ego\s+from the log", proc.stdout, re.M) is not None,
               "the summary says v-ego comes from the log")
         check(re.search(r"^\s*lat-delay\s+from the log", proc.stdout, re.M) is not None,
@@ -132,7 +112,7 @@ def main():
               is not None and "rpy = 0.012" in proc.stdout,
               "the calibration comes from the log, not --rpy")
 
-        inp = read_log(log, os.path.join(route, "rlog.zst"))
+        inp = read_events(log, os.path.join(route, "rlog.zst"))
         # The speed of each frame: the last carState logged before its roadCameraState.
         v_of_frame, v = {}, None
         for e in inp:
@@ -148,7 +128,7 @@ def main():
         check(len(long_delays) == 1 and abs(long_delays[0] - LONG_DELAY) < 1e-6,
               f"the log's carParams says the longitudinal delay ({long_delays})")
 
-        outp = read_log(log, os.path.join(out, "rlog.zst"))
+        outp = read_events(log, os.path.join(out, "rlog.zst"))
         models = [e for e in outp if e.which() == "modelV2"]
         check(len(models) == FRAMES, f"{len(models)} modelV2 messages for {FRAMES} frames")
         check([m.modelV2.frameId for m in models] == list(range(FRAMES)),
@@ -186,7 +166,7 @@ def main():
                         "--gops", "0,1"], check=True, stdout=subprocess.DEVNULL)
         seg1_log = os.path.join(routes, "r--1", "rlog.zst")
         seg1 = []
-        for e in read_log(log, seg1_log):
+        for e in read_events(log, seg1_log):
             b = e.as_builder()
             if b.which() == "liveDelay":
                 b.liveDelay.lateralDelay = SEGMENT1_DELAY
@@ -197,12 +177,9 @@ def main():
             seg1.append(b.to_bytes())
         subprocess.run(["zstd", "-q", "-f", "-o", seg1_log], input=b"".join(seg1), check=True)
         out2 = os.path.join(work, "out2")
-        proc = subprocess.run([opreplay, os.path.join(routes, "r"), "--vision", vision, "--policy",
-                               policy, "--out", out2, "--no-video", "--single-camera"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        print(proc.stdout)
-        sys.stderr.write(proc.stderr[-3000:])
-        check(proc.returncode == 0, f"two segments: opreplay exit status {proc.returncode}")
+        proc = run_tool([opreplay, os.path.join(routes, "r"), "--vision", vision, "--policy",
+                         policy, "--out", out2, "--no-video", "--single-camera"], env,
+                        "two segments: opreplay")
         for what in ("v-ego", "lat-delay", "long-delay"):
             check(re.search(rf"^\s*{what}\s+from the logs of segments 0, 1 ", proc.stdout, re.M)
                   is not None, f"the summary says {what} comes from both segments' logs")
@@ -214,7 +191,7 @@ def main():
         state_of_frame, v, delay, seg1_ids = {}, None, None, set()
         long_of_frame, long_delay = {}, None
         for n in (0, 1):
-            for e in read_log(log, os.path.join(routes, f"r--{n}", "rlog.zst")):
+            for e in read_events(log, os.path.join(routes, f"r--{n}", "rlog.zst")):
                 w = e.which()
                 if w == "carState":
                     v = e.carState.vEgo
@@ -227,7 +204,7 @@ def main():
                     long_of_frame[e.roadCameraState.frameId] = long_delay
                     if n == 1:
                         seg1_ids.add(e.roadCameraState.frameId)
-        models = [e.modelV2 for e in read_log(log, os.path.join(out2, "rlog.zst"))
+        models = [e.modelV2 for e in read_events(log, os.path.join(out2, "rlog.zst"))
                   if e.which() == "modelV2"]
         ids = [m.frameId for m in models]
         check(len(models) > 60 and ids == sorted(state_of_frame)[:len(ids)],
@@ -258,10 +235,7 @@ def main():
               "carParams")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    return 0
+    return exit_status()
 
 
 if __name__ == "__main__":

@@ -28,16 +28,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from slurm_cluster import Cluster, ClusterError  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, failures, tool_env  # noqa: E402
 
 # Routes: the sample drive's GOPs (40 frames each) two by two; "rbad" gets a corrupt segment 1.
 ROUTES = {"r0": "0,1", "r1": "1,2", "r2": "2,3", "r3": "3,4", "r4": "4,0", "rbad": "2,3"}
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def strip_times(obj):
@@ -73,11 +68,7 @@ def main():
     if why:
         print(f"SKIP: {why}")
         return 77
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "fleet")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    env = tool_env("fleet")
     sys.path.insert(0, os.path.dirname(os.path.abspath(opfleet)))
     import opfleet as opfleet_mod  # its log reader
 

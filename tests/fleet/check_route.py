@@ -24,14 +24,10 @@ import subprocess
 import sys
 import tempfile
 
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import check, failures, tool_env  # noqa: E402
+
 OUTPUTS = ("position", "orientation", "velocity", "laneLines", "roadEdges", "leadsV3", "action")
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 def main():
@@ -41,11 +37,7 @@ def main():
     opreplay, route_py, opfleet, make_route, drive, vision, policy = sys.argv[1:]
     sys.path.insert(0, os.path.dirname(os.path.abspath(opfleet)))
     import opfleet as fleet  # its log reader (pycapnp)
-    env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)
-    reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", "fleet")
-    os.makedirs(reg_dir, exist_ok=True)
-    env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")
+    env = tool_env("fleet")
     rpy = "0.012,0.021,-0.016"
     work = tempfile.mkdtemp(prefix="oproute-test-")
 

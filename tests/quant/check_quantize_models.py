@@ -36,10 +36,9 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-import gi
-
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import have_opencl_device, hevc_source, missing_elements, \
+    opwarp_outputs  # noqa: E402
 
 FRAMES = 4
 # Relative RMS error of `outputs` against the float model. Measured on the first 4 frames (and
@@ -49,36 +48,6 @@ FRAMES = 4
 BOUND_VISION = 0.03
 BOUND_VISION_ENTROPY = 0.10
 BOUND_POLICY = 0.025
-
-
-def have_opencl_device():
-    import ctypes
-    try:
-        cl = ctypes.CDLL("libOpenCL.so.1")
-    except OSError:
-        return False
-    n = ctypes.c_uint(0)
-    return cl.clGetPlatformIDs(0, None, ctypes.byref(n)) == 0 and n.value > 0
-
-
-def opwarp_outputs(hevc, role, rpy, frames):
-    desc = (f"filesrc location={hevc} ! h265parse ! avdec_h265 ! videoconvert ! "
-            f"video/x-raw,format=NV12 ! opwarp model-input={role} "
-            f"rpy={','.join(repr(float(v)) for v in rpy)} ! appsink name=out sync=false")
-    pipe = Gst.parse_launch(desc)
-    pipe.set_state(Gst.State.PLAYING)
-    sink = pipe.get_by_name("out")
-    got = []
-    while len(got) < frames:
-        sample = sink.emit("try-pull-sample", 120 * Gst.SECOND)
-        if sample is None:
-            break
-        buf = sample.get_buffer()
-        ok, info = buf.map(Gst.MapFlags.READ)
-        got.append(bytes(info.data))
-        buf.unmap(info)
-    pipe.set_state(Gst.State.NULL)
-    return got
 
 
 def frames_of(cal, names):
@@ -115,11 +84,10 @@ def main():
     if not have_opencl_device():
         print("SKIP: no OpenCL device")
         return 77
-    Gst.init(None)
-    for name in ("h265parse", "avdec_h265", "videoconvert", "appsink", "filesrc"):
-        if Gst.ElementFactory.find(name) is None:
-            print(f"SKIP: system element {name} unavailable")
-            return 77
+    name = missing_elements(("h265parse", "avdec_h265", "videoconvert", "appsink", "filesrc"))
+    if name:
+        print(f"SKIP: system element {name} unavailable")
+        return 77
     truth = json.load(open(os.path.join(drive, "groundtruth.json")))
     rpy = truth["drive"]["calibration_rpy"]
     cams = truth["drive"]["cameras"]
@@ -154,7 +122,7 @@ def main():
         if not ks:
             return 1
         for role, cam in (("img", "road"), ("big_img", "wide")):
-            ref = opwarp_outputs(os.path.join(drive, cams[cam]["file"]), role, rpy, FRAMES)
+            ref = opwarp_outputs(hevc_source(os.path.join(drive, cams[cam]["file"])), role, rpy, FRAMES)
             dumped = [np.load(os.path.join(cal, f"{role}-{k:06d}.npy")) for k in ks]
             check(all(d.dtype == np.uint8 and d.shape == (1, 12, 128, 256) for d in dumped),
                   f"dump: {role} uint8 (1, 12, 128, 256)")

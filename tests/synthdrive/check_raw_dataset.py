@@ -19,43 +19,11 @@ import tempfile
 
 import numpy as np
 
-import gi
-
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import have_opencl_device, missing_elements, nv12_source, \
+    opwarp_outputs  # noqa: E402
 
 SEED, SECONDS = 111, 0.4  # 8 frames: more than opwarp's 5-frame history
-
-
-def have_opencl_device():
-    import ctypes
-    try:
-        cl = ctypes.CDLL("libOpenCL.so.1")
-    except OSError:
-        return False
-    n = ctypes.c_uint(0)
-    return cl.clGetPlatformIDs(0, None, ctypes.byref(n)) == 0 and n.value > 0
-
-
-def opwarp_outputs(nv12, width, height, role, rpy):
-    """opwarp's output tensors for every frame of a raw NV12 file, as bytes."""
-    desc = (f"filesrc location={nv12} ! rawvideoparse format=nv12 width={width} height={height} "
-            f"framerate=20/1 ! opwarp model-input={role} "
-            f"rpy={','.join(repr(float(v)) for v in rpy)} ! appsink name=out sync=false")
-    pipe = Gst.parse_launch(desc)
-    pipe.set_state(Gst.State.PLAYING)
-    sink = pipe.get_by_name("out")
-    got = []
-    while True:
-        sample = sink.emit("try-pull-sample", 120 * Gst.SECOND)
-        if sample is None:
-            break
-        buf = sample.get_buffer()
-        ok, info = buf.map(Gst.MapFlags.READ)
-        got.append(bytes(info.data))
-        buf.unmap(info)
-    pipe.set_state(Gst.State.NULL)
-    return got
 
 
 def main():
@@ -63,12 +31,11 @@ def main():
     if not have_opencl_device():
         print("SKIP: no OpenCL device")
         return 77
-    Gst.init(None)
-    for name in ("rawvideoparse", "appsink", "filesrc"):
-        if Gst.ElementFactory.find(name) is None:
-            print(f"SKIP: system element {name} unavailable")
-            return 77
-    if Gst.ElementFactory.find("opwarp") is None:
+    name = missing_elements(("rawvideoparse", "appsink", "filesrc"))
+    if name:
+        print(f"SKIP: system element {name} unavailable")
+        return 77
+    if missing_elements(("opwarp",)):
         print("FAIL: opwarp is not registered (GST_PLUGIN_PATH_1_0?)")
         return 1
     dataset = os.path.join(root, "tools", "train", "dataset.py")
@@ -97,7 +64,7 @@ def main():
                 print(f"FAIL: {role}: training inputs {data.dtype} {data.shape}, "
                       f"want uint8 {(frames, 12, 128, 256)}")
                 return 1
-            ref = opwarp_outputs(raw, c["width"], c["height"], role, rpy)
+            ref = opwarp_outputs(nv12_source(raw, c["width"], c["height"]), role, rpy)
             if len(ref) != frames:
                 print(f"FAIL: {role}: opwarp gave {len(ref)} tensors, want {frames}")
                 return 1

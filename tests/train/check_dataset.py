@@ -18,41 +18,9 @@ import tempfile
 
 import numpy as np
 
-import gi
-
-gi.require_version("Gst", "1.0")
-from gi.repository import Gst  # noqa: E402
-
-
-def have_opencl_device():
-    import ctypes
-    try:
-        cl = ctypes.CDLL("libOpenCL.so.1")
-    except OSError:
-        return False
-    n = ctypes.c_uint(0)
-    return cl.clGetPlatformIDs(0, None, ctypes.byref(n)) == 0 and n.value > 0
-
-
-def opwarp_outputs(hevc, role, rpy, frames):
-    """opwarp's output tensors for the first `frames` frames of one stream, as bytes."""
-    desc = (f"filesrc location={hevc} ! h265parse ! avdec_h265 ! videoconvert ! "
-            f"video/x-raw,format=NV12 ! opwarp model-input={role} "
-            f"rpy={','.join(repr(float(v)) for v in rpy)} ! appsink name=out sync=false")
-    pipe = Gst.parse_launch(desc)
-    pipe.set_state(Gst.State.PLAYING)
-    sink = pipe.get_by_name("out")
-    got = []
-    while len(got) < frames:
-        sample = sink.emit("try-pull-sample", 120 * Gst.SECOND)
-        if sample is None:
-            break
-        buf = sample.get_buffer()
-        ok, info = buf.map(Gst.MapFlags.READ)
-        got.append(bytes(info.data))
-        buf.unmap(info)
-    pipe.set_state(Gst.State.NULL)
-    return got
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import have_opencl_device, hevc_source, missing_elements, \
+    opwarp_outputs  # noqa: E402
 
 
 def main():
@@ -61,12 +29,11 @@ def main():
     if not have_opencl_device():
         print("SKIP: no OpenCL device")
         return 77
-    Gst.init(None)
-    for name in ("h265parse", "avdec_h265", "videoconvert", "appsink", "filesrc"):
-        if Gst.ElementFactory.find(name) is None:
-            print(f"SKIP: system element {name} unavailable")
-            return 77
-    if Gst.ElementFactory.find("opwarp") is None:
+    name = missing_elements(("h265parse", "avdec_h265", "videoconvert", "appsink", "filesrc"))
+    if name:
+        print(f"SKIP: system element {name} unavailable")
+        return 77
+    if missing_elements(("opwarp",)):
         print("FAIL: opwarp is not registered (GST_PLUGIN_PATH_1_0?)")
         return 1
     truth = json.load(open(os.path.join(drive, "groundtruth.json")))
@@ -86,8 +53,8 @@ def main():
                 print(f"FAIL: {role}: training inputs {data.dtype} {data.shape}, "
                       f"want uint8 {(frames, 12, 128, 256)}")
                 return 1
-            ref = opwarp_outputs(os.path.join(drive, truth["drive"]["cameras"][cam]["file"]),
-                                 role, rpy, frames)
+            stream = os.path.join(drive, truth["drive"]["cameras"][cam]["file"])
+            ref = opwarp_outputs(hevc_source(stream), role, rpy, frames)
             if len(ref) != frames:
                 print(f"FAIL: {role}: opwarp gave {len(ref)} tensors, want {frames}")
                 return 1
