@@ -8,7 +8,9 @@ the two, dropped every wide frame as seconds old, and a live replay stalled afte
 Released far faster than real time, the device falls behind and the warps drop frames. Checks:
 
 - the replay ends (within a time limit) and exits 0;
-- frames in = warped + dropped for each camera, and both cameras had every frame in;
+- frames in = warped + dropped for each camera; the road camera had every frame in, and the wide
+  one at most as many (the replay ends with the road camera's last frame: under load the wide
+  decoder may still hold a few frames then, which are never fed);
 - the cameras drop as pairs: no warped road frame is passed over by the pairing (unpaired 0
   road) and every warped wide frame has a warped road twin (wide warped <= road warped: a road
   frame may still run alone when opvision's live deadline passes before its wide twin arrives;
@@ -68,7 +70,10 @@ def live_run(name, opreplay, env, route, work, vision, policy, log, frames, rate
           "the summary gives frames in, warped, dropped and unpaired per camera, evaluated, skipped")
     if None in (fed, warped, dropped, unpaired, evaluated, skipped):
         return
-    check(fed == [frames, frames], f"frames in {fed}, {frames} per camera wanted")
+    check(fed[0] == frames and 0 < fed[1] <= frames,
+          f"frames in {fed}: {frames} road and at most {frames} wide wanted")
+    if fed[1] < frames:
+        print(f"info the replay ended with {frames - fed[1]} wide frame(s) still in its decoder")
     for cam in (0, 1):
         which = ("road", "wide")[cam]
         check(warped[cam] + dropped[cam] == fed[cam],
