@@ -5,7 +5,8 @@
 # models: the trained ones of models/trained where they exist, else the random reference ones;
 # the sample's own calibration) with opoverlay drawing the predictions and the sample's ground
 # truth. Leaves in out/: rlog.zst (the driving messages), overlay.mkv (the road video with the
-# drawing), contact-sheet.png and summary.txt (the printed summary).
+# drawing), contact-sheet.png, accuracy.md (the models' accuracy table on the sample, against its
+# ground truth) and summary.txt (the printed summary, the table included).
 #   tools/main.sh [opreplay options...]      e.g. tools/main.sh --max-frames 40
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,3 +40,9 @@ mkdir -p out
 "$builddir/tools/opreplay/opreplay" "$drive" \
   --vision $models/driving_vision_small.onnx --policy $models/driving_policy_small.onnx \
   --rpy "$rpy" --ground-truth "$drive/groundtruth.json" --out out "$@" | tee out/summary.txt
+
+# How well the models see this drive: the replay's messages against the sample's ground truth
+# (tools/train/evaluate.py; the sample is held out of training), each target met or MISSED.
+printf '\nmodels           %s\n' "$models" | tee -a out/summary.txt
+.venv/bin/python3 tools/train/evaluate.py --drive "$drive" --rlog out/rlog.zst |
+  tee out/accuracy.md | tee -a out/summary.txt
