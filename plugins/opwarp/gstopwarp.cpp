@@ -187,6 +187,9 @@ struct Impl {
   GstOpFrameGate *gate = GstOpFrameGate::New();
   bool gate_asked = false;
   int producer = 0;
+  // Caps this element refused, each told once per start as an element error: basetransform asks
+  // again for every buffer, and a burst of the same error only buries it.
+  std::atomic<bool> caps_refused{false};
   ~Impl() {
     gate->Unref();
     gst_op_frame_clock_unref(clock);
@@ -381,8 +384,9 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   GstVideoInfo info;
   if (!gst_video_info_from_caps(&info, incaps) ||
       GST_VIDEO_INFO_FORMAT(&info) != GST_VIDEO_FORMAT_NV12) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("opwarp takes NV12 video"),
-                      ("caps %" GST_PTR_FORMAT, incaps));
+    if (!impl.caps_refused.exchange(true))
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("opwarp takes NV12 video"),
+                        ("caps %" GST_PTR_FORMAT, incaps));
     return FALSE;
   }
   const int w = GST_VIDEO_INFO_WIDTH(&info), h = GST_VIDEO_INFO_HEIGHT(&info);
@@ -404,8 +408,9 @@ static gboolean SetCaps(GstBaseTransform *trans, GstCaps *incaps, GstCaps *outca
   auto resolved =
       gst_op_camera_settings_resolve(settings.device_type, role, settings.intrinsics, w, h);
   if (!resolved.ok()) {
-    GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", resolved.status().message().c_str()),
-                      ("caps %" GST_PTR_FORMAT, incaps));
+    if (!impl.caps_refused.exchange(true))
+      GST_ELEMENT_ERROR(self, CORE, NEGOTIATION, ("%s", resolved.status().message().c_str()),
+                        ("caps %" GST_PTR_FORMAT, incaps));
     return FALSE;
   }
   const op::drive::Intrinsics camera = *resolved;
@@ -833,6 +838,7 @@ static void Close(GstOpBaseFilter *base) {
   impl.gate = GstOpFrameGate::New();
   impl.gate_asked = false;
   impl.producer = 0;
+  impl.caps_refused = false;
   impl.stream = Stream();  // its uploader waits until the device gave back every input
   gst_video_info_init(&impl.stream.caps_info);
 }
