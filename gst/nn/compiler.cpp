@@ -153,7 +153,7 @@ namespace {
 StatusOr<CompiledModel> CompileImported(const std::string &path, const std::string &bytes, Graph g,
                                         CodegenOptions codegen, const CompileOptions &options) {
   if (codegen.precision == Precision::kInt8 && !IsQuantizedGraph(g))
-    return InvalidArgument(path + ": precision int8 needs a quantized model, and " + path +
+    return InvalidArgument("precision int8 needs a quantized model, and " + path +
                            " is a float model with no quantization (no QuantizeLinear/"
                            "DequantizeLinear or integer ops): run 'opc quantize " +
                            path + " --calibration DIR' first");
