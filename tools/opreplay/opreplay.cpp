@@ -679,6 +679,12 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   if (!run.pipeline || error) {
     std::fprintf(stderr, "opreplay: cannot build the pipeline: %s\n  %s\n",
                  error ? error->message : "?", d.c_str());
+    // Our elements come from the project's plugin, which GStreamer finds only where told.
+    if (error && g_error_matches(error, GST_PARSE_ERROR, GST_PARSE_ERROR_NO_SUCH_ELEMENT) &&
+        std::strstr(error->message, "\"op"))
+      std::fprintf(stderr,
+                   "opreplay: the project's elements are not found: set GST_PLUGIN_PATH "
+                   "to the build's plugins folder (e.g. build/plugins)\n");
     g_clear_error(&error);
     if (run.pipeline)
       gst_object_unref(run.pipeline);
@@ -773,6 +779,13 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   if (gst_element_set_state(run.pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     std::fprintf(stderr, "opreplay: the pipeline did not start\n");
     run.failed = true;
+    // Why: the element that failed posted an error, which no main loop will now dispatch.
+    GstBus *failed_bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
+    while (GstMessage *msg = gst_bus_pop(failed_bus)) {
+      OnBus(failed_bus, msg, &run);
+      gst_message_unref(msg);
+    }
+    gst_object_unref(failed_bus);
   } else {
     g_main_loop_run(run.loop);
   }
@@ -1003,6 +1016,10 @@ int main(int argc, char **argv) {
     }
   }
   const double secs = total.secs;
+  // Nothing ran (the pipeline could not be built or started): the error is printed, and a
+  // summary would only name files that were never written.
+  if (total.failed && total.road_frames == 0 && total.messages == 0)
+    return 1;
 
   // ---- The summary.
   std::printf("opreplay summary\n");

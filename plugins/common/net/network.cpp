@@ -158,6 +158,12 @@ StatusOr<GstOpTensorInfo> InfoOf(const std::vector<nn::TensorDesc> &tensors) {
   return info;
 }
 
+// A load's failure, said once where: the loaders already start their messages with the file.
+Status Loading(Status s, const std::string &path) {
+  return s.message().rfind(path + ":", 0) == 0 ? s.Prepend("loading")
+                                               : s.Prepend("loading " + path);
+}
+
 class NnNetwork : public Network {
  public:
   NnNetwork(std::unique_ptr<nn::Executor> exec, GstOpTensorInfo inputs, GstOpTensorInfo outputs,
@@ -208,7 +214,7 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
   nn::LoadInfo load;
   auto model = nn::LoadOrCompile(path, *device, options, &load);
   if (!model.ok())
-    return Status(model.status()).Prepend("loading " + path);
+    return Loading(model.status(), path);
   GstOpTensorInfo in, out;
   {
     auto i = InfoOf(model->inputs);
@@ -227,7 +233,7 @@ StatusOr<std::unique_ptr<Network>> LoadNetwork(std::shared_ptr<cl::Device> devic
                             ")";
   auto exec = nn::Executor::Create(std::move(device), std::move(model).value(), progress);
   if (!exec.ok())
-    return Status(exec.status()).Prepend("loading " + path);
+    return Loading(exec.status(), path);
   return std::unique_ptr<Network>(new NnNetwork(std::move(exec).value(), std::move(in),
                                                 std::move(out), std::move(description)));
 }
