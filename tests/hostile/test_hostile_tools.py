@@ -184,6 +184,23 @@ for rate in ("abc", "0", "-4", ""):
     check(rc == 2 and f'not "{rate}"' in out,
           f"opreplay --realtime={rate} is an error ({rc}: {out.strip()[:160]})")
 
+# A replay whose model is missing: the pipeline does not start; the error that stopped it is
+# printed (it once stayed on the bus, unread) and no summary names files never written.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import tool_env  # noqa: E402
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
+missing = os.path.join(tmp, "missing.onnx")
+p = subprocess.run([opreplay, os.path.join(root, "samples", "drive"), "--vision", missing,
+                    "--policy", os.path.join(root, "models", "driving_policy_small.onnx"),
+                    "--out", os.path.join(tmp, "replay"), "--no-video", "--max-frames", "2"],
+                   capture_output=True, text=True, timeout=120, env=tool_env("hostile"))
+out = p.stdout + p.stderr
+check(p.returncode == 1 and "Could not load the vision model" in out and missing in out
+      and "opreplay summary" not in out,
+      f"opreplay with a missing model says why it did not start, with no summary "
+      f"({p.returncode}: {out.strip()[-300:]})")
+
 shutil.rmtree(tmp, ignore_errors=True)
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
