@@ -21,6 +21,9 @@ import gi
 gi.require_version("Gst", "1.0")
 from gi.repository import Gst  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from optest import have_opencl_device  # noqa: E402
+
 ROOT = os.environ.get("OP_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 # The system's plugin folder (the tests' registry holds only ours): argv[2], as meson passes it.
 PLUGINS = sys.argv[2] if len(sys.argv) > 2 else "/usr/lib/x86_64-linux-gnu/gstreamer-1.0"
@@ -181,16 +184,6 @@ def check(frames, two_cameras, rpy, sessions):
     print(f"ok: {'two cameras' if two_cameras else 'one camera'}, {len(results)} frames, "
           f"worst relative error {worst:.2e}")
     return 0
-
-
-def have_opencl_device():
-    import ctypes
-    try:
-        cl = ctypes.CDLL("libOpenCL.so.1")
-    except OSError:
-        return False
-    n = ctypes.c_uint(0)
-    return cl.clGetPlatformIDs(0, None, ctypes.byref(n)) == 0 and n.value > 0
 
 
 def main():
