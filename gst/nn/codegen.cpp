@@ -1168,16 +1168,23 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
 // QLinearConv's requantizing epilogue, shared by the vector and the generic kernel: the input,
 // weight and output scales, the output zero point and the optional bias, as defines and as the
 // kernel arguments after the input, weight and zero-point arguments.
+// With a lookup table (FuseQuantizedLookup), the requantized value (in the range of the output
+// zero point's type) indexes it, and the table's value is the output.
 static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pending &k) {
-  const TensorId b = node.input(8);
+  const TensorId b = node.input(8), lut = node.input(9);
   d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
   d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
   d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
-  DefQuantRange(d, e.T(node.outputs[0]).dtype);
+  d.Int("HAS_LUT", lut != kNoTensor);
+  if (lut != kNoTensor)
+    d.Def("TL", e.Tag(lut));
+  DefQuantRange(d, e.T(node.inputs[7]).dtype);
   for (size_t i : {1, 4, 6, 7})
     k.args.push_back(TArg(node.inputs[i]));
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
+  if (lut != kNoTensor)
+    k.args.push_back(TArg(lut));
 }
 
 // The CPU profile's quantized convolution (kernels/qconv_vec.cl): OCB output channels by V
