@@ -1525,6 +1525,81 @@ Status LowerQuantizedConv(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// The CPU profile's quantized matrix product with a constant 2-D B, summed in float32 where that
+// is exact (kernels/qmatmul_f.cl): for every column, the largest |a - azp| times the sum of its
+// |b - bzp| below 2^24. B re-laid out as float32 b - bzp[n] in panels of 16 columns,
+// [N / 16][K][16].
+bool LowerQuantizedMatMulF(Emitter &e, const Node &node, int64_t batch, int64_t m, int64_t ka,
+                           int64_t n, const Shape &ob) {
+  const bool ql = node.op == OpKind::kQLinearMatMul;
+  TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
+  TensorId az = node.input(2), bz = ql ? node.input(5) : node.input(3), y = node.outputs[0];
+  if (e.Dims(bt).size() != 2 || !e.T(e.Root(bt)).is_constant() ||
+      (bz != kNoTensor && !e.T(e.Root(bz)).is_constant()) ||
+      (az != kNoTensor && QuantCount(e, az) != 1))
+    return false;
+  const Tensor &bsrc = e.T(e.Root(bt));
+  const Tensor *bzt = bz == kNoTensor ? nullptr : &e.T(e.Root(bz));
+  const double amax = MaxShiftedInput(e, a, az);
+  const int64_t np = CeilDiv(n, 16) * 16;
+  std::vector<float> wl(static_cast<size_t>(ka * np), 0.f);  // panels [n / 16][k][16]
+  for (int64_t j = 0; j < n; j++) {
+    const double zp = bzt == nullptr
+                          ? 0.0
+                          : static_cast<double>(ref::GetReal(
+                                *bzt, bzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(j)));
+    double bound = 0;
+    for (int64_t k = 0; k < ka; k++) {
+      const float v = static_cast<float>(
+          static_cast<double>(ref::GetReal(bsrc, static_cast<size_t>(k * n + j))) - zp);
+      wl[static_cast<size_t>(((j / 16) * ka + k) * 16 + j % 16)] = v;
+      bound += std::fabs(static_cast<double>(v)) * amax;
+    }
+    if (bound >= 16777216.0)
+      return false;
+  }
+  Bytes wt(wl.size() * 4);
+  std::memcpy(wt.data(), wl.data(), wt.size());
+  TensorId bv = e.NewConstant(bsrc.name + "_qf", DType::kFloat32, {np / 16, ka, 16}, std::move(wt));
+  const std::vector<int64_t> ad = e.Dims(a);
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2);
+  const int64_t rb = std::min<int64_t>(m, 8);  // rows per work-item
+  Defines d;
+  d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bv)).Def("TY", e.Tag(y));
+  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka).Int("RB", rb);
+  d.Def("A_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
+  d.Int("HAS_AZP", az != kNoTensor).Int("QLINEAR", ql);
+  if (az != kNoTensor)
+    d.Def("TAZ", e.Tag(az));
+  Pending k;
+  k.args = {TArg(a), TArg(bv)};
+  if (az != kNoTensor)
+    k.args.push_back(TArg(az));
+  if (ql) {
+    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (node.input(8) != kNoTensor)
+      k.args.push_back(TArg(node.input(8)));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qmatmul_f";
+  auto src = e.Source("qmatmul_f", d);
+  if (!src.ok())
+    return false;  // the other kernels report it
+  k.source = std::move(*src);
+  k.global = {CeilDiv(m, rb), CeilDiv(n, 16), static_cast<uint64_t>(batch)};
+  k.writes = {y};
+  k.flops = 2ull * batch * m * n * ka;
+  e.Emit(std::move(k));
+  return true;
+}
+
 Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
   const bool ql = node.op == OpKind::kQLinearMatMul;
   TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
@@ -1543,6 +1618,8 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
     return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
                            " does not hold the product");
   if (batch * m * n == 0)
+    return Status::Ok();
+  if (e.opt.profile == cl::Profile::kCpu && LowerQuantizedMatMulF(e, node, batch, m, ka, n, ob))
     return Status::Ok();
   Defines d;
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
