@@ -770,8 +770,10 @@ TEST(Passes, QuantizedStepsWithAnotherReaderStay) {
   ASSERT_TRUE(InferShapes(b.g).ok());
   Graph after = b.g;
   ASSERT_TRUE(OptimizeGraph(after).ok());
-  for (const Node &n : after.nodes)
-    if (n.op == OpKind::kQLinearConv)
+  for (const Node &n : after.nodes) {
+    if (n.op == OpKind::kQLinearConv) {
       EXPECT_EQ(n.input(9), kNoTensor);
+    }
+  }
   EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 2);  // the input's and tq
 }
