@@ -1072,6 +1072,10 @@ void MarkQuantScales(Emitter &e) {
         scales = {1};
         break;
       case OpKind::kQLinearConv:
+        // and a float table (FuseQuantizedLookup): the dequantized values, rounded only where
+        // the output is stored
+        scales = {1, 4, 6, 9};
+        break;
       case OpKind::kQLinearMatMul:
         scales = {1, 4, 6};
         break;

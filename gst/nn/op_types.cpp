@@ -683,8 +683,9 @@ Status Typing::Quantized() {
         // Ours (FuseQuantizedLookup): a table from every requantized value to the output's.
         const Tensor *lut = in.size() > 9 ? in[9] : nullptr;
         if (lut) {
-          if (!IsQuantType(lut->dtype) || lut->shape != Shape{256})
-            return Bad(n, "lookup table must be uint8 or int8 of shape (256)");
+          if ((!IsQuantType(lut->dtype) && lut->dtype != DType::kFloat32) ||
+              lut->shape != Shape{256})
+            return Bad(n, "lookup table must be uint8, int8 or float32 of shape (256)");
           yt = lut->dtype;
         }
       }

@@ -384,11 +384,9 @@ Status FuseQuantizedLookup(Graph &graph) {
       steps.push_back(static_cast<int>(j));
       values.insert(n.outputs[0]);
     }
-    if (q < 0)
-      continue;
     std::set<int> inside(steps.begin(), steps.end());
     inside.insert(q);
-    bool closed = true;
+    bool closed = q >= 0;
     for (TensorId v : values) {
       closed = closed && !IsGraphOutput(graph, v);
       for (size_t j = 0; j < graph.nodes.size() && closed; ++j)
@@ -396,8 +394,12 @@ Status FuseQuantizedLookup(Graph &graph) {
           for (TensorId i : graph.nodes[j].inputs)
             closed = closed && i != v;
     }
-    if (!closed)
-      continue;
+    // Otherwise the table stops at the DequantizeLinear: 256 float32 values, the QLinearConv's
+    // output becomes the dequantized tensor (the float steps, if any, stay as they are).
+    if (!closed) {
+      steps.clear();
+      q = -1;
+    }
     // The table: every value y can take through the same nodes on the reference interpreter.
     const int lo = yt == DType::kInt8 ? -128 : 0;
     Bytes all(256);
@@ -407,7 +409,8 @@ Status FuseQuantizedLookup(Graph &graph) {
     val[y] = MakeConstant(yt, Shape{256}, std::move(all));
     std::vector<int> order = {d};
     order.insert(order.end(), steps.begin(), steps.end());
-    order.push_back(q);
+    if (q >= 0)
+      order.push_back(q);
     bool ok = true;
     for (int j : order) {
       const Node &n = graph.nodes[static_cast<size_t>(j)];
@@ -423,7 +426,7 @@ Status FuseQuantizedLookup(Graph &graph) {
     }
     if (!ok)
       continue;
-    const TensorId y2 = graph.nodes[static_cast<size_t>(q)].outputs[0];
+    const TensorId y2 = graph.nodes[static_cast<size_t>(order.back())].outputs[0];
     const Tensor &tv = val.at(y2);
     Tensor table = MakeConstant(tv.dtype, Shape{256}, Bytes(*tv.data));
     table.name = graph.UniqueName(graph.tensor(y2).name + "_lookup");

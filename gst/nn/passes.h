@@ -26,7 +26,8 @@ Status FuseQuantizedMatMul(Graph &graph);
 // reads only the running values and scalar constants and nothing outside reads them: each output
 // element is a function of one quantized value, so the steps become a 256-entry table computed
 // on the reference interpreter, QLinearConv's tenth input (an extension of ours: the requantized
-// value indexes the table, whose type is the output's).
+// value indexes the table, whose type is the output's). Where the steps do not end so (a value
+// read elsewhere, as a residual stream's), the DequantizeLinear alone becomes a float32 table.
 Status FuseQuantizedLookup(Graph &graph);
 // Folds DequantizeLinear of constants (weights and biases left in float by FuseQuantizedConv).
 Status FoldDequantizeLinear(Graph &graph);

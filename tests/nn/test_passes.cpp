@@ -11,6 +11,7 @@
 #include "nn/onnx_import.h"
 #include "nn/passes.h"
 #include "nn/reference.h"
+#include "nn/reference_ops.h"
 #include "nn/shape_inference.h"
 
 using namespace op;
@@ -759,8 +760,8 @@ TEST(Passes, QuantizedStepsAfterAQLinearConvBecomeItsTable) {
 }
 
 // A value read outside the steps (here the dequantized output also leaves the graph) keeps
-// them as they are.
-TEST(Passes, QuantizedStepsWithAnotherReaderStay) {
+// them as they are; the DequantizeLinear alone becomes a float32 table of the QLinearConv.
+TEST(Passes, QuantizedStepsWithAnotherReaderStopAtAFloatTable) {
   Builder b = QdqConv(false, 128);
   TensorId y = b.g.outputs[0];
   TensorId t = b.Add(OpKind::kTanh, {y}, "t");
@@ -770,10 +771,27 @@ TEST(Passes, QuantizedStepsWithAnotherReaderStay) {
   ASSERT_TRUE(InferShapes(b.g).ok());
   Graph after = b.g;
   ASSERT_TRUE(OptimizeGraph(after).ok());
+  EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 2);  // the input's and tq
+  EXPECT_EQ(Count(after, OpKind::kTanh), 1);
+  EXPECT_EQ(Count(after, OpKind::kDequantizeLinear), 0);
   for (const Node &n : after.nodes) {
     if (n.op == OpKind::kQLinearConv) {
-      EXPECT_EQ(n.input(9), kNoTensor);
+      ASSERT_NE(n.input(9), kNoTensor);
+      EXPECT_EQ(after.tensor(n.input(9)).dtype, DType::kFloat32);
+      EXPECT_EQ(after.tensor(n.outputs[0]).name, "y");  // the graph output, written directly
     }
   }
-  EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 2);  // the input's and tq
+  auto in = b.Inputs();
+  auto want = RunReference(b.g, in);
+  auto got = RunReference(after, in);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(want->size(), 2u);
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const Tensor &w = (*want)[k], &o = (*got)[k];
+    ASSERT_EQ(o.shape, w.shape);
+    ASSERT_EQ(o.dtype, w.dtype);
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i)
+      EXPECT_EQ(ref::GetReal(o, i), ref::GetReal(w, i)) << "output " << k << " at " << i;
+  }
 }
