@@ -1364,7 +1364,9 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
 // pixels per work-item, input channels in pairs, the constant weights re-laid out as
 // wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
 // shifted weight fits, else int32), so that each output channel's weight pair is one load.
-// Needs 2-D, constant weights and a constant (or absent) weight zero point.
+// Needs 2-D, constant weights and a constant (or absent) weight zero point. Depthwise (stride 1)
+// and every convolution whose sums float32 holds exactly go to qconv_dw / qconv_f first; this
+// kernel takes the rest.
 bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
