@@ -1072,6 +1072,10 @@ void MarkQuantScales(Emitter &e) {
         scales = {1};
         break;
       case OpKind::kQLinearConv:
+        // and a float table (FuseQuantizedLookup): the dequantized values, rounded only where
+        // the output is stored
+        scales = {1, 4, 6, 9};
+        break;
       case OpKind::kQLinearMatMul:
         scales = {1, 4, 6};
         break;
@@ -1168,23 +1172,201 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
 // QLinearConv's requantizing epilogue, shared by the vector and the generic kernel: the input,
 // weight and output scales, the output zero point and the optional bias, as defines and as the
 // kernel arguments after the input, weight and zero-point arguments.
+// With a lookup table (FuseQuantizedLookup), the requantized value (in the range of the output
+// zero point's type) indexes it, and the table's value is the output.
 static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pending &k) {
-  const TensorId b = node.input(8);
+  const TensorId b = node.input(8), lut = node.input(9);
   d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
   d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
   d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
-  DefQuantRange(d, e.T(node.outputs[0]).dtype);
+  d.Int("HAS_LUT", lut != kNoTensor);
+  if (lut != kNoTensor)
+    d.Def("TL", e.Tag(lut));
+  DefQuantRange(d, e.T(node.inputs[7]).dtype);
   for (size_t i : {1, 4, 6, 7})
     k.args.push_back(TArg(node.inputs[i]));
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
+  if (lut != kNoTensor)
+    k.args.push_back(TArg(lut));
+}
+
+// The CPU profile's quantized depthwise convolution, stride 1 and no dilation
+// (kernels/qconv_dw.cl): conv2d_dw's blocking with the integer products summed exactly in
+// float32, which holds every partial sum while KH * KW * 255 * 255 < 2^24 (at most 258 taps).
+// Weights re-laid out as float32 w - wzp[c], [C][KH][KW].
+bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t, 4> &xi,
+                          const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId y = node.outputs[0];
+  const int64_t taps = win.kh * win.kw;
+  if (win.sh != 1 || win.sw != 1 || win.dh != 1 || win.dw != 1 || taps > 258)
+    return false;
+  const Tensor &wsrc = e.T(e.Root(w));
+  const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
+  const int64_t c_count = xi[1];
+  std::vector<float> shifted(static_cast<size_t>(c_count * taps));
+  for (int64_t c = 0; c < c_count; c++) {
+    const double zp = wzt == nullptr
+                          ? 0.0
+                          : static_cast<double>(ref::GetReal(
+                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(c)));
+    for (int64_t t = 0; t < taps; t++)
+      shifted[static_cast<size_t>(c * taps + t)] = static_cast<float>(
+          static_cast<double>(ref::GetReal(wsrc, static_cast<size_t>(c * taps + t))) - zp);
+  }
+  Bytes wt(shifted.size() * 4);
+  std::memcpy(wt.data(), shifted.data(), wt.size());
+  TensorId wv =
+      e.NewConstant(wsrc.name + "_qdw", DType::kFloat32, {c_count, win.kh, win.kw}, std::move(wt));
+  const int64_t v = yo[3] >= 16 ? 16 : (yo[3] >= 8 ? 8 : 4);
+  const int64_t rows = std::min<int64_t>(yo[2], 4);
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OH", yo[2]).Int("OW", yo[3]);
+  d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
+  d.Int("R", rows).Int("V", v);
+  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  Pending k;
+  k.args = {TArg(x), TArg(wv)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (ql)
+    AddQLinearConvEpilogue(e, node, d, k);
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qconv_dw";
+  auto src = e.Source("qconv_dw", d);
+  if (!src.ok()) {
+    status = src.status();
+    return true;
+  }
+  k.source = std::move(*src);
+  k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
+  k.writes = {y};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * taps;
+  if (Product(e.Dims(y)) != 0)
+    e.Emit(std::move(k));
+  status = Status::Ok();
+  return true;
+}
+
+// The largest |x - xzp| of a quantized input: from its constant zero point, or 255.
+static double MaxShiftedInput(Emitter &e, TensorId x, TensorId xz) {
+  const bool s8 = e.T(x).dtype == DType::kInt8;
+  if (xz == kNoTensor || !e.T(e.Root(xz)).is_constant())
+    return xz == kNoTensor ? (s8 ? 128.0 : 255.0) : 255.0;
+  const double zp = static_cast<double>(ref::GetReal(e.T(e.Root(xz)), 0));
+  return std::max(zp - (s8 ? -128.0 : 0.0), (s8 ? 127.0 : 255.0) - zp);
+}
+
+// The CPU profile's quantized convolution with the integer products summed in float32
+// (kernels/qconv_f.cl, conv2d_vec's blocking): taken where that is exact, i.e. for every output
+// channel the largest |x - xzp| times the sum of its |w - wzp| is below 2^24, so that every
+// partial sum is an integer float32 holds. Weights re-laid out as float32 w - wzp,
+// [g * blocks + blk][ic][tap][a].
+bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t, 4> &xi,
+                         const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId y = node.outputs[0];
+  const int64_t g = node.attrs.Int("group", 1);
+  const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw;
+  const Tensor &wsrc = e.T(e.Root(w));
+  const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
+  const double xmax = MaxShiftedInput(e, x, xz);
+  std::vector<float> shifted(static_cast<size_t>(yo[1] * cg * taps));
+  for (int64_t m = 0; m < yo[1]; m++) {
+    const double zp = wzt == nullptr
+                          ? 0.0
+                          : static_cast<double>(ref::GetReal(
+                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+    double bound = 0;
+    for (int64_t i = 0; i < cg * taps; i++) {
+      const size_t at = static_cast<size_t>(m * cg * taps + i);
+      shifted[at] = static_cast<float>(static_cast<double>(ref::GetReal(wsrc, at)) - zp);
+      bound += std::fabs(static_cast<double>(shifted[at])) * xmax;
+    }
+    if (bound >= 16777216.0)
+      return false;
+  }
+  const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
+                    win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
+  const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
+  const int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
+  const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
+  // Channels per work-item as conv2d_vec chooses them (accumulators in the 32 registers of
+  // AVX-512 beside the inputs).
+  int64_t ocb = std::min<int64_t>(ocg, 8);
+  for (int64_t cand : {16, 12})
+    if (cand * pv <= 24 && ocg % cand == 0) {
+      ocb = cand;
+      break;
+    }
+  const int64_t blocks = CeilDiv(ocg, ocb);
+  std::vector<float> wl(static_cast<size_t>(g * blocks * cg * taps * ocb), 0.f);
+  for (int64_t gi = 0; gi < g; gi++)
+    for (int64_t blk = 0; blk < blocks; blk++)
+      for (int64_t a = 0; a < ocb; a++) {
+        const int64_t oc = blk * ocb + a;
+        if (oc >= ocg)
+          continue;
+        for (int64_t ic = 0; ic < cg; ic++)
+          for (int64_t t = 0; t < taps; t++)
+            wl[static_cast<size_t>((((gi * blocks + blk) * cg + ic) * taps + t) * ocb + a)] =
+                shifted[static_cast<size_t>(((gi * ocg + oc) * cg + ic) * taps + t)];
+      }
+  Bytes wt(wl.size() * 4);
+  std::memcpy(wt.data(), wl.data(), wt.size());
+  TensorId wv =
+      e.NewConstant(wsrc.name + "_qf", DType::kFloat32, {g * blocks, cg, taps, ocb}, std::move(wt));
+  Defines d;
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
+  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
+  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  DefWindow(d, win);
+  d.Int("OCB", ocb).Int("V", v).Int("PV", pv).Int("FLAT", flat);
+  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  Pending k;
+  k.args = {TArg(x), TArg(wv)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (ql)
+    AddQLinearConvEpilogue(e, node, d, k);
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qconv_f";
+  auto src = e.Source("qconv_f", d);
+  if (!src.ok()) {
+    status = src.status();
+    return true;
+  }
+  k.source = std::move(*src);
+  k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(flat ? 1 : yo[2]),
+              CeilDiv(pixels, v * pv)};
+  k.writes = {y};
+  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
+  if (Product(e.Dims(y)) != 0)
+    e.Emit(std::move(k));
+  status = Status::Ok();
+  return true;
 }
 
 // The CPU profile's quantized convolution (kernels/qconv_vec.cl): OCB output channels by V
 // pixels per work-item, input channels in pairs, the constant weights re-laid out as
 // wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
 // shifted weight fits, else int32), so that each output channel's weight pair is one load.
-// Needs 2-D, constant weights and a constant (or absent) weight zero point.
+// Needs 2-D, constant weights and a constant (or absent) weight zero point. Depthwise (stride 1)
+// and every convolution whose sums float32 holds exactly go to qconv_dw / qconv_f first; this
+// kernel takes the rest.
 bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
@@ -1207,6 +1389,10 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
     return false;
   const Window win = *win_or;
   const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw, pairs = (cg + 1) / 2;
+  if (cg == 1 && ocg == 1 && LowerQuantizedConvDw(e, node, xi, yo, win, status))
+    return true;
+  if (LowerQuantizedConvF(e, node, xi, yo, win, status))
+    return true;
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   // One input channel per group (depthwise): pairs of horizontal taps instead of channels.
@@ -1345,6 +1531,81 @@ Status LowerQuantizedConv(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// The CPU profile's quantized matrix product with a constant 2-D B, summed in float32 where that
+// is exact (kernels/qmatmul_f.cl): for every column, the largest |a - azp| times the sum of its
+// |b - bzp| below 2^24. B re-laid out as float32 b - bzp[n] in panels of 16 columns,
+// [N / 16][K][16].
+bool LowerQuantizedMatMulF(Emitter &e, const Node &node, int64_t batch, int64_t m, int64_t ka,
+                           int64_t n, const Shape &ob) {
+  const bool ql = node.op == OpKind::kQLinearMatMul;
+  TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
+  TensorId az = node.input(2), bz = ql ? node.input(5) : node.input(3), y = node.outputs[0];
+  if (e.Dims(bt).size() != 2 || !e.T(e.Root(bt)).is_constant() ||
+      (bz != kNoTensor && !e.T(e.Root(bz)).is_constant()) ||
+      (az != kNoTensor && QuantCount(e, az) != 1))
+    return false;
+  const Tensor &bsrc = e.T(e.Root(bt));
+  const Tensor *bzt = bz == kNoTensor ? nullptr : &e.T(e.Root(bz));
+  const double amax = MaxShiftedInput(e, a, az);
+  const int64_t np = CeilDiv(n, 16) * 16;
+  std::vector<float> wl(static_cast<size_t>(ka * np), 0.f);  // panels [n / 16][k][16]
+  for (int64_t j = 0; j < n; j++) {
+    const double zp = bzt == nullptr
+                          ? 0.0
+                          : static_cast<double>(ref::GetReal(
+                                *bzt, bzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(j)));
+    double bound = 0;
+    for (int64_t k = 0; k < ka; k++) {
+      const float v = static_cast<float>(
+          static_cast<double>(ref::GetReal(bsrc, static_cast<size_t>(k * n + j))) - zp);
+      wl[static_cast<size_t>(((j / 16) * ka + k) * 16 + j % 16)] = v;
+      bound += std::fabs(static_cast<double>(v)) * amax;
+    }
+    if (bound >= 16777216.0)
+      return false;
+  }
+  Bytes wt(wl.size() * 4);
+  std::memcpy(wt.data(), wl.data(), wt.size());
+  TensorId bv = e.NewConstant(bsrc.name + "_qf", DType::kFloat32, {np / 16, ka, 16}, std::move(wt));
+  const std::vector<int64_t> ad = e.Dims(a);
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2);
+  const int64_t rb = std::min<int64_t>(m, 8);  // rows per work-item
+  Defines d;
+  d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bv)).Def("TY", e.Tag(y));
+  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka).Int("RB", rb);
+  d.Def("A_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
+  d.Int("HAS_AZP", az != kNoTensor).Int("QLINEAR", ql);
+  if (az != kNoTensor)
+    d.Def("TAZ", e.Tag(az));
+  Pending k;
+  k.args = {TArg(a), TArg(bv)};
+  if (az != kNoTensor)
+    k.args.push_back(TArg(az));
+  if (ql) {
+    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (node.input(8) != kNoTensor)
+      k.args.push_back(TArg(node.input(8)));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qmatmul_f";
+  auto src = e.Source("qmatmul_f", d);
+  if (!src.ok())
+    return false;  // the other kernels report it
+  k.source = std::move(*src);
+  k.global = {CeilDiv(m, rb), CeilDiv(n, 16), static_cast<uint64_t>(batch)};
+  k.writes = {y};
+  k.flops = 2ull * batch * m * n * ka;
+  e.Emit(std::move(k));
+  return true;
+}
+
 Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
   const bool ql = node.op == OpKind::kQLinearMatMul;
   TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
@@ -1363,6 +1624,8 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
     return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
                            " does not hold the product");
   if (batch * m * n == 0)
+    return Status::Ok();
+  if (e.opt.profile == cl::Profile::kCpu && LowerQuantizedMatMulF(e, node, batch, m, ka, n, ob))
     return Status::Ok();
   Defines d;
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));

@@ -680,6 +680,14 @@ Status Typing::Quantized() {
         yt = in[7]->dtype;
         if (!IsQuantType(yt))
           return Bad(n, "output zero point must be uint8 or int8");
+        // Ours (FuseQuantizedLookup): a table from every requantized value to the output's.
+        const Tensor *lut = in.size() > 9 ? in[9] : nullptr;
+        if (lut) {
+          if ((!IsQuantType(lut->dtype) && lut->dtype != DType::kFloat32) ||
+              lut->shape != Shape{256})
+            return Bad(n, "lookup table must be uint8, int8 or float32 of shape (256)");
+          yt = lut->dtype;
+        }
       }
       const Node c = InnerNode(n, OpKind::kConv);
       OP_ASSIGN_OR_RETURN(WindowParams p, GetWindowParams(c, Inputs{x, w}));

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <set>
 
 #include "nn/op_params.h"
 #include "nn/reference.h"
@@ -327,6 +329,116 @@ Status FuseQuantizedMatMul(Graph &graph) {
     fused.outputs = {nq.outputs[0]};
     graph.ReplaceNodes(absorbed, fused);
     --k;
+  }
+  return Status::Ok();
+}
+
+namespace {
+bool ChainOp(OpKind op);
+}  // namespace
+
+Status FuseQuantizedLookup(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    if (graph.nodes[k].op != OpKind::kQLinearConv || graph.nodes[k].input(9) != kNoTensor)
+      continue;
+    const TensorId y = graph.nodes[k].outputs[0];
+    const DType yt = graph.tensor(y).dtype;
+    const int d = OnlyReader(graph, y);
+    if (!IsQuantized(yt) || d < 0)
+      continue;
+    const Node &dq = graph.nodes[static_cast<size_t>(d)];
+    if (dq.op != OpKind::kDequantizeLinear || dq.inputs[0] != y ||
+        !ConstantParam(graph, dq.input(1)) || !ConstantParam(graph, dq.input(2)) ||
+        graph.tensor(dq.outputs[0]).dtype != DType::kFloat32)
+      continue;
+    // The float steps between the DequantizeLinear and a QuantizeLinear: elementwise ops of the
+    // running values and scalar constants only, each value of the output's shape, read by
+    // nothing outside (so every output element is a function of the same element of y alone).
+    const Shape &shape = graph.tensor(dq.outputs[0]).shape;
+    std::set<TensorId> values = {dq.outputs[0]};
+    std::vector<int> steps;
+    int q = -1;
+    for (size_t j = static_cast<size_t>(d) + 1; j < graph.nodes.size(); ++j) {
+      const Node &n = graph.nodes[j];
+      bool reads = false, scalars = true;
+      for (TensorId i : n.inputs) {
+        if (i == kNoTensor)
+          continue;
+        if (values.count(i))
+          reads = true;
+        else if (!IsScalarConstant(graph.tensor(i)))
+          scalars = false;
+      }
+      if (!reads)
+        continue;
+      if (n.op == OpKind::kQuantizeLinear && values.count(n.input(0)) &&
+          ConstantParam(graph, n.input(1)) && ConstantParam(graph, n.input(2)) &&
+          IsQuantized(graph.tensor(n.outputs[0]).dtype)) {
+        q = static_cast<int>(j);
+        break;
+      }
+      if (!scalars || !ChainOp(n.op) || n.outputs.size() != 1 ||
+          graph.tensor(n.outputs[0]).dtype != DType::kFloat32 ||
+          graph.tensor(n.outputs[0]).shape != shape)
+        break;
+      steps.push_back(static_cast<int>(j));
+      values.insert(n.outputs[0]);
+    }
+    std::set<int> inside(steps.begin(), steps.end());
+    inside.insert(q);
+    bool closed = q >= 0;
+    for (TensorId v : values) {
+      closed = closed && !IsGraphOutput(graph, v);
+      for (size_t j = 0; j < graph.nodes.size() && closed; ++j)
+        if (!inside.count(static_cast<int>(j)))
+          for (TensorId i : graph.nodes[j].inputs)
+            closed = closed && i != v;
+    }
+    // Otherwise the table stops at the DequantizeLinear: 256 float32 values, the QLinearConv's
+    // output becomes the dequantized tensor (the float steps, if any, stay as they are).
+    if (!closed) {
+      steps.clear();
+      q = -1;
+    }
+    // The table: every value y can take through the same nodes on the reference interpreter.
+    const int lo = yt == DType::kInt8 ? -128 : 0;
+    Bytes all(256);
+    for (int i = 0; i < 256; ++i)
+      all[static_cast<size_t>(i)] = static_cast<uint8_t>(lo + i);
+    std::map<TensorId, Tensor> val;
+    val[y] = MakeConstant(yt, Shape{256}, std::move(all));
+    std::vector<int> order = {d};
+    order.insert(order.end(), steps.begin(), steps.end());
+    if (q >= 0)
+      order.push_back(q);
+    bool ok = true;
+    for (int j : order) {
+      const Node &n = graph.nodes[static_cast<size_t>(j)];
+      std::vector<const Tensor *> in;
+      for (TensorId i : n.inputs)
+        in.push_back(i == kNoTensor ? nullptr : val.count(i) ? &val.at(i) : &graph.tensor(i));
+      auto out = EvaluateNode(n, in);
+      if (!out.ok() || out->empty() || (*out)[0].shape.NumElements() != 256) {
+        ok = false;
+        break;
+      }
+      val[n.outputs[0]] = (*out)[0];
+    }
+    if (!ok)
+      continue;
+    const TensorId y2 = graph.nodes[static_cast<size_t>(order.back())].outputs[0];
+    const Tensor &tv = val.at(y2);
+    Tensor table = MakeConstant(tv.dtype, Shape{256}, Bytes(*tv.data));
+    table.name = graph.UniqueName(graph.tensor(y2).name + "_lookup");
+    const TensorId tid = graph.AddTensor(table);
+    Node &p = graph.nodes[k];
+    p.inputs.resize(10, kNoTensor);
+    p.inputs[9] = tid;
+    p.outputs[0] = y2;
+    std::vector<bool> gone(graph.nodes.size(), false);
+    for (int j : order)
+      gone[static_cast<size_t>(j)] = true;
+    graph.RemoveNodes(gone);
   }
   return Status::Ok();
 }
@@ -1002,6 +1114,7 @@ Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
   if (options.fuse) {
     OP_RETURN_IF_ERROR(FuseQuantizedConv(graph));
     OP_RETURN_IF_ERROR(FuseQuantizedMatMul(graph));
+    OP_RETURN_IF_ERROR(FuseQuantizedLookup(graph));
   }
   OP_RETURN_IF_ERROR(FoldDequantizeLinear(graph));
   OP_RETURN_IF_ERROR(FoldConstants(graph));

@@ -22,6 +22,13 @@ Status FuseQuantizedConv(Graph &graph);
 // on the scale a_scale * b_scale[n], which becomes QLinearMatMul's ninth input (an extension of
 // ours: requantization adds it to the integer sum first, as QLinearConv's bias).
 Status FuseQuantizedMatMul(Graph &graph);
+// QLinearConv → DequantizeLinear → [elementwise float steps] → QuantizeLinear, where each step
+// reads only the running values and scalar constants and nothing outside reads them: each output
+// element is a function of one quantized value, so the steps become a 256-entry table computed
+// on the reference interpreter, QLinearConv's tenth input (an extension of ours: the requantized
+// value indexes the table, whose type is the output's). Where the steps do not end so (a value
+// read elsewhere, as a residual stream's), the DequantizeLinear alone becomes a float32 table.
+Status FuseQuantizedLookup(Graph &graph);
 // Folds DequantizeLinear of constants (weights and biases left in float by FuseQuantizedConv).
 Status FoldDequantizeLinear(Graph &graph);
 // Evaluates nodes whose inputs are all constant (shape computations, constant inputs).

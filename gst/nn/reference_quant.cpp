@@ -135,6 +135,7 @@ Status RunQuantizedConv(const Node &n, const Inputs &in, std::vector<Tensor> &ou
   std::vector<Tensor> acc = {NewValue(DType::kFloat64, out[0].shape)};
   OP_RETURN_IF_ERROR(RunConv(c, Inputs{&xs, &ws}, acc));
   const int64_t m_count = out[0].shape[1];
+  const Tensor *lut = ql ? At(in, 9) : nullptr;  // ours: see FuseQuantizedLookup
   int64_t area = 1;
   for (size_t d = 2; d < out[0].shape.rank(); ++d)
     area *= out[0].shape[d];
@@ -148,8 +149,14 @@ Status RunQuantizedConv(const Node &n, const Inputs &in, std::vector<Tensor> &ou
     a += Param(At(in, 8), m);
     const float mult = static_cast<float>(Param(in[1], 0)) * static_cast<float>(Param(in[4], m)) /
                        static_cast<float>(Param(in[6], 0));
-    SetReal(Mut(out[0]), out[0].dtype, i,
-            Requantize(static_cast<float>(a) * mult, Param(in[7], 0), out[0].dtype));
+    const Real q = Requantize(static_cast<float>(a) * mult, Param(in[7], 0), in[7]->dtype);
+    if (lut != nullptr) {
+      const int64_t lo = in[7]->dtype == DType::kInt8 ? -128 : 0;
+      SetReal(Mut(out[0]), out[0].dtype, i,
+              GetReal(*lut, static_cast<size_t>(static_cast<int64_t>(q) - lo)));
+    } else {
+      SetReal(Mut(out[0]), out[0].dtype, i, q);
+    }
   }
   return Status::Ok();
 }

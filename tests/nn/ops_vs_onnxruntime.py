@@ -274,6 +274,24 @@ case("qlinearconv_const_depthwise_s2_x2", "QLinearConv",
      {"group": 4, "strides": [2, 2], "pads": [1, 1, 1, 1], "dilations": [1, 2]}, opset=13, tol=EXACT,
      consts=[("w", i8(8, 1, 3, 3)), ("wz", np.zeros(8, np.int8))],
      order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+# Depthwise with stride 1 takes qconv_dw.cl (products summed in float32, exact below 2^24):
+# a bias, uint8 weights whose shifted values reach -255, inputs shifted down to -250, rows
+# narrower than a vector, and ConvInteger 7x7 with |x - xzp| and |w - wzp| both up to 255.
+case("qlinearconv_const_depthwise_3x3_u8", "QLinearConv",
+     [("x", u8(2, 5, 9, 6)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(250, np.uint8)),
+      ("ws", scales(5)), ("ys", np.array(0.4, np.float32)), ("yz", np.array(3, np.uint8))],
+     {"group": 5, "pads": [1, 1, 1, 1]}, opset=13, tol=EXACT,
+     consts=[("w", u8(5, 1, 3, 3)), ("wz", np.array(255, np.uint8)),
+             ("b", rng.integers(-20000, 20000, 5).astype(np.int32))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("convinteger_const_depthwise_7x7", "ConvInteger", [("x", u8(1, 3, 10, 37)), ("xz", np.array(0, np.uint8))],
+     {"group": 3, "pads": [3, 3, 3, 3]}, opset=10, tol=EXACT,
+     consts=[("w", u8(3, 1, 7, 7)), ("wz", np.array(255, np.uint8))], order=["x", "w", "xz", "wz"])
+# Sums that may reach 2^24 (600 channels of uint8 × uint8 without zero points) stay on the
+# integer kernel (qconv_vec.cl); the others above take qconv_f.cl (float32 sums, exact below).
+case("convinteger_const_wide_sums", "ConvInteger", [("x", u8(1, 600, 3, 20)), ("xz", np.array(0, np.uint8))],
+     {}, opset=10, tol=EXACT,
+     consts=[("w", u8(5, 600, 1, 1)), ("wz", np.array(0, np.uint8))], order=["x", "w", "xz", "wz"])
 case("qlinearconv_const_grouped_i8", "QLinearConv",
      [("x", i8(1, 6, 13, 13)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(-5, np.int8)),
       ("ws", np.array(0.01, np.float32)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(-7, np.int8))],
@@ -288,6 +306,18 @@ case("convinteger", "ConvInteger", [("x", u8(2, 3, 13, 13)), ("w", u8(5, 3, 3, 3
 case("convinteger_1d", "ConvInteger", [("x", u8(1, 3, 127)), ("w", u8(13, 3, 5)), ("xz", np.array(0, np.uint8)), ("wz", np.array(250, np.uint8))], {"pads": [2, 2]}, opset=10, tol=EXACT)
 case("matmulinteger_batched", "MatMulInteger", [("a", u8(3, 1, 13, 127)), ("b", i8(1, 3, 127, 5)), ("az", np.array(128, np.uint8)), ("bz", np.array(-2, np.int8))], opset=10, tol=EXACT)
 case("matmulinteger_per_column", "MatMulInteger", [("a", u8(13, 127)), ("b", u8(127, 7)), ("az", np.array(3, np.uint8)), ("bz", u8(7))], opset=10, tol=EXACT)
+# A constant 2-D B takes qmatmul_f.cl (float32 sums, exact below 2^24): batched A, a column
+# count that does not fill a block of 16, rows that do not fill a block of 8, per-column zero
+# points; sums that may reach 2^24 stay on qmatmul_vec.cl.
+case("qlinearmatmul_const", "QLinearMatMul",
+     [("a", u8(2, 13, 200)), ("as", np.array(0.02, np.float32)), ("az", np.array(77, np.uint8)),
+      ("bs", scales(37)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(100, np.uint8))],
+     opset=10, tol=EXACT, consts=[("b", i8(200, 37)), ("bz", np.zeros(37, np.int8))],
+     order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+case("matmulinteger_const_per_column", "MatMulInteger", [("a", u8(5, 61)), ("az", np.array(250, np.uint8))],
+     opset=10, tol=EXACT, consts=[("b", u8(61, 19)), ("bz", u8(19))], order=["a", "b", "az", "bz"])
+case("matmulinteger_const_wide_sums", "MatMulInteger", [("a", u8(5, 600)), ("az", np.array(0, np.uint8))],
+     opset=10, tol=EXACT, consts=[("b", u8(600, 20)), ("bz", np.array(0, np.uint8))], order=["a", "b", "az", "bz"])
 case("qlinearmatmul", "QLinearMatMul",
      [("a", u8(2, 13, 127)), ("as", np.array(0.02, np.float32)), ("az", np.array(128, np.uint8)),
       ("b", i8(127, 7)), ("bs", np.array(0.01, np.float32)), ("bz", np.array(0, np.int8)),

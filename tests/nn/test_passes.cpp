@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "nn/onnx_import.h"
 #include "nn/passes.h"
 #include "nn/reference.h"
+#include "nn/reference_ops.h"
 #include "nn/shape_inference.h"
 
 using namespace op;
@@ -694,5 +696,102 @@ TEST(Passes, QdqConvThatIsNotIntegerStaysFloat) {
     EXPECT_EQ(Count(after, OpKind::kConv) + Count(after, OpKind::kFusedConv), 1);
     // Only the activation's pair stays: the weights' and bias's DequantizeLinear folded.
     EXPECT_EQ(Count(after, OpKind::kDequantizeLinear), 2);
+  }
+}
+
+// A QLinearConv's output through DequantizeLinear, the tanh form of GELU written out in float
+// steps, and QuantizeLinear (uint8 or int8); or through DequantizeLinear → QuantizeLinear alone
+// (requantized to another scale). The steps become a 256-entry table of the QLinearConv,
+// computed on the reference interpreter, so the outputs are the unfused graph's exactly.
+TEST(Passes, QuantizedStepsAfterAQLinearConvBecomeItsTable) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool gelu = variant < 2, int8_out = variant == 1;
+    Builder b = QdqConv(false, 128);
+    // QdqConv ends in yq → DQ "y" (the output): make y an inner value instead.
+    TensorId y = b.g.outputs[0];
+    b.g.tensor(y).is_output = false;
+    b.g.outputs.clear();
+    auto s = [&](const char *n, float v) { return b.Scalar(n, v); };
+    TensorId x2 = y;
+    if (gelu) {
+      x2 = b.Add(OpKind::kMul, {y, y}, "g0");
+      x2 = b.Add(OpKind::kMul, {y, x2}, "g1");
+      x2 = b.Add(OpKind::kMul, {s("c0", 0.044715f), x2}, "g2");
+      x2 = b.Add(OpKind::kAdd, {y, x2}, "g3");
+      x2 = b.Add(OpKind::kMul, {s("c1", 0.7978845608f), x2}, "g4");
+      x2 = b.Add(OpKind::kTanh, {x2}, "g5");
+      x2 = b.Add(OpKind::kAdd, {s("c2", 1.f), x2}, "g6");
+      x2 = b.Add(OpKind::kMul, {y, x2}, "g7");
+      x2 = b.Add(OpKind::kMul, {s("c3", 0.5f), x2}, "g8");
+    }
+    TensorId gs = s("gs", gelu ? 0.013f : 0.031f);
+    TensorId gz = Typed(b, "gz", int8_out ? DType::kInt8 : DType::kUInt8, Shape{},
+                        {int8_out ? -100.0 : 20.0});
+    TensorId gq = b.Add(OpKind::kQuantizeLinear, {x2, gs, gz}, "gq");
+    b.Output(b.Add(OpKind::kDequantizeLinear, {gq, gs, gz}, "out"));
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    Graph after = b.g;
+    ASSERT_TRUE(OptimizeGraph(after).ok());
+    EXPECT_EQ(Count(after, OpKind::kQLinearConv), 1) << "variant " << variant;
+    EXPECT_EQ(Count(after, OpKind::kTanh) + Count(after, OpKind::kElementwiseChain) +
+                  Count(after, OpKind::kMul),
+              0);
+    EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 1);    // the input's
+    EXPECT_EQ(Count(after, OpKind::kDequantizeLinear), 1);  // the output's
+    for (const Node &n : after.nodes)
+      if (n.op == OpKind::kQLinearConv) {
+        ASSERT_EQ(n.inputs.size(), 10u);
+        EXPECT_EQ(after.tensor(n.inputs[9]).shape, Shape{256});
+        EXPECT_EQ(after.tensor(n.outputs[0]).dtype, int8_out ? DType::kInt8 : DType::kUInt8);
+      }
+    auto in = b.Inputs();
+    auto want = RunReference(b.g, in);
+    auto got = RunReference(after, in);
+    ASSERT_TRUE(want.ok() && got.ok());
+    const Tensor &w = (*want)[0], &o = (*got)[0];
+    ASSERT_EQ(o.shape, w.shape);
+    std::set<double> distinct;
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i) {
+      EXPECT_EQ(Value(o, i), Value(w, i)) << "variant " << variant << " at " << i;
+      distinct.insert(Value(w, i));
+    }
+    EXPECT_GT(distinct.size(), 10u) << "variant " << variant;  // not all saturated
+  }
+}
+
+// A value read outside the steps (here the dequantized output also leaves the graph) keeps
+// them as they are; the DequantizeLinear alone becomes a float32 table of the QLinearConv.
+TEST(Passes, QuantizedStepsWithAnotherReaderStopAtAFloatTable) {
+  Builder b = QdqConv(false, 128);
+  TensorId y = b.g.outputs[0];
+  TensorId t = b.Add(OpKind::kTanh, {y}, "t");
+  TensorId ts = b.Scalar("ts", 0.01f);
+  TensorId tz = Typed(b, "tz", DType::kUInt8, Shape{}, {128});
+  b.Output(b.Add(OpKind::kQuantizeLinear, {t, ts, tz}, "tq"));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  Graph after = b.g;
+  ASSERT_TRUE(OptimizeGraph(after).ok());
+  EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 2);  // the input's and tq
+  EXPECT_EQ(Count(after, OpKind::kTanh), 1);
+  EXPECT_EQ(Count(after, OpKind::kDequantizeLinear), 0);
+  for (const Node &n : after.nodes) {
+    if (n.op == OpKind::kQLinearConv) {
+      ASSERT_NE(n.input(9), kNoTensor);
+      EXPECT_EQ(after.tensor(n.input(9)).dtype, DType::kFloat32);
+      EXPECT_EQ(after.tensor(n.outputs[0]).name, "y");  // the graph output, written directly
+    }
+  }
+  auto in = b.Inputs();
+  auto want = RunReference(b.g, in);
+  auto got = RunReference(after, in);
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(want->size(), 2u);
+  ASSERT_EQ(got->size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const Tensor &w = (*want)[k], &o = (*got)[k];
+    ASSERT_EQ(o.shape, w.shape);
+    ASSERT_EQ(o.dtype, w.dtype);
+    for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i)
+      EXPECT_EQ(ref::GetReal(o, i), ref::GetReal(w, i)) << "output " << k << " at " << i;
   }
 }

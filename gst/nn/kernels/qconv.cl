@@ -5,7 +5,8 @@
 // to [QMIN, QMAX], in float32 like onnxruntime (see nn_requant_mult).
 // Defines: TX TW TY (tags), N C H W OC OH OW G, the window (KH KW SH SW DH DW PH PW),
 // HAS_XZP TXZ, HAS_WZP TWZ WZP_N (1 or OC), QLINEAR with TXS TWS TYS (scales) WS_N (1 or OC),
-// TYZ, HAS_BIAS, QMIN QMAX.
+// TYZ, HAS_BIAS, QMIN QMAX (the range of TYZ), HAS_LUT with TL: the requantized value indexes a
+// 256-entry table whose value is the output (see FuseQuantizedLookup).
 #include "quant.cl"
 
 __kernel void qconv(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
@@ -22,6 +23,9 @@ __kernel void qconv(__global const STYPE(TX) * x, uint x_off, __global const STY
                     __global const STYPE(TYZ) * yz, uint yz_off,
 #if HAS_BIAS
                     __global const int *b, uint b_off,
+#endif
+#if HAS_LUT
+                    __global const STYPE(TL) * lut, uint lut_off,
 #endif
 #endif
                     __global STYPE(TY) * y, uint y_off) {
@@ -65,7 +69,12 @@ __kernel void qconv(__global const STYPE(TX) * x, uint x_off, __global const STY
   const float mult = nn_div_rn(LOAD(TXS, xs, xs_off) * LOAD(TWS, ws, ws_off + (WS_N == 1 ? 0 : m)),
                                LOAD(TYS, ys, ys_off));
   const float v = (float)acc * mult;
-  STORE(TY, y, y_off + i, nn_requantize(v, (float)LOAD(TYZ, yz, yz_off), QMIN, QMAX));
+  const float q = nn_requantize(v, (float)LOAD(TYZ, yz, yz_off), QMIN, QMAX);
+#if HAS_LUT
+  STORE(TY, y, y_off + i, LOAD(TL, lut, lut_off + (int)q - (int)QMIN));
+#else
+  STORE(TY, y, y_off + i, q);
+#endif
 #else
   STORE(TY, y, y_off + i, acc);
 #endif

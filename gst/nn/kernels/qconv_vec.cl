@@ -20,7 +20,8 @@
 // The epilogue is qconv.cl's exactly: + int32 bias, * nn_div_rn(xs * ws[m], ys), round half to
 // even, + yzp, saturated to [QMIN, QMAX] (the Relu the fusion pass absorbed is that saturation).
 // Defines: TX TW TY; N C H W OC OH OW G; KH KW SH SW DH DW PH PW; OCB V (8 or 16) FLAT TAP_PAIRS;
-// HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ WS_N HAS_BIAS QMIN QMAX.
+// HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ WS_N HAS_BIAS QMIN QMAX (TYZ's range), HAS_LUT TL
+// (the requantized value indexes a 256-entry table whose value is the output: FuseQuantizedLookup).
 #include "quant.cl"
 
 #define CG (C / G)
@@ -105,6 +106,9 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
                         __global const STYPE(TYZ) * yz, uint yz_off,
 #if HAS_BIAS
                         __global const int *b, uint b_off,
+#endif
+#if HAS_LUT
+                        __global const STYPE(TL) * lut, uint lut_off,
 #endif
 #endif
                         __global STYPE(TY) * y, uint y_off) {
@@ -201,6 +205,15 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
       const float8 q = clamp(rint(v) + zp, (float8)(QMIN), (float8)(QMAX));
       const float8 r = select(q, (float8)(0.0f), isnan(v));
+#if HAS_LUT
+      // The table's value of each requantized value: one scalar load per output, against the
+      // CG * KH * KW multiply-adds that made it.
+      int li[8];
+      vstore8(convert_int8(r) - (int)QMIN, 0, li);
+      const int nv = min(8, PIXELS - pix);
+      for (int c = 0; c < nv; c++)
+        STORE(TY, y, yi + c, LOAD(TL, lut, lut_off + li[c]));
+#else
       if (pix + 8 <= PIXELS) {
         vstore8(NN_CAT(convert_, NN_CAT(STYPE(TY), 8))(r), 0, y + yi);
       } else {
@@ -209,6 +222,7 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
         for (int c = 0; c < PIXELS - pix; c++)
           STORE(TY, y, yi + c, t[c]);
       }
+#endif
 #else
       if (pix + 8 <= PIXELS) {
         vstore8(acc[h][a], 0, y + yi);

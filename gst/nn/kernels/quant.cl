@@ -68,7 +68,14 @@ inline float16 nn_div_rn16(float16 x, float s) {
   float16 q = x / sv;
   for (int i = 0; i < 3; i++) {
     const float16 r = fabs(fma(-q, sv, x));
-    const float16 up = nextafter(q, (float16)(INFINITY)), dn = nextafter(q, (float16)(-INFINITY));
+    // nextafter(q, +-INFINITY) from the bits: a positive float's successor is its bits + 1,
+    // a negative one's its bits - 1, and from +-0 the smallest subnormals (bits 1 and
+    // 0x80000001). Equal to nextafter except for NaN lanes, whose residual r is NaN, so that no
+    // neighbour is taken either way.
+    const int16 bits = as_int16(q), pos = q > 0.0f, neg = q < 0.0f;
+    const float16 up = as_float16(select(select((int16)(1), bits - 1, neg), bits + 1, pos));
+    const float16 dn =
+        as_float16(select(select((int16)(-0x7fffffff), bits + 1, neg), bits - 1, pos));
     const int16 take_up = isless(fabs(fma(-up, sv, x)), r);
     const int16 take_dn = isless(fabs(fma(-dn, sv, x)), r) & ~take_up;
     q = select(select(q, up, take_up), dn, take_dn);

@@ -1,0 +1,142 @@
+// ConvInteger and QLinearConv, depthwise (one input and one output channel per group), stride 1,
+// no dilation, for CPU devices: conv2d_dw's blocking (each work-item computes R output rows of V
+// adjacent pixels of one channel; each input row the R rows need is read once as KW shifted
+// vectors), with the integer products summed in float32 vectors.
+//
+// That sum is exact: |x - xzp| <= 255 and |w - wzp| <= 255, so every product is an integer of
+// magnitude below 2^16, and every partial sum of KH * KW <= 258 of them an integer below 2^24,
+// which float32 represents exactly (code generation checks the tap count). The sum is converted
+// back to int32 before the epilogue, so the results equal qconv.cl's bit for bit, at the
+// speed of float multiply-adds: without VNNI, x86's integer multiply-add (pmaddwd) does as
+// many multiply-adds per instruction as an fp32 FMA, and a single channel leaves it nothing to
+// pair but neighbouring taps, shuffled into place.
+//
+// Weights are re-laid out by code generation as float32 wt[C][KH][KW] = w - wzp[c]. Padding
+// reads as the zero point (0 after the shift). The epilogue is qconv_vec.cl's.
+// Defines: TX TW TY; N C H W OH OW KH KW PH PW; R V; HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ
+// WS_N HAS_BIAS QMIN QMAX (TYZ's range) HAS_LUT TL.
+#include "quant.cl"
+
+#define VF NN_CAT(float, V)
+#define VI NN_CAT(int, V)
+#define PIX_BLOCKS ((OW + V - 1) / V)
+#define ROW_BLOCKS ((OH + R - 1) / R)
+#define SEG (V + KW - 1)
+
+__kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
+                       uint w_off,
+#if HAS_XZP
+                       __global const STYPE(TXZ) * xz, uint xz_off,
+#endif
+#if QLINEAR
+                       __global const STYPE(TXS) * xs, uint xs_off, __global const STYPE(TWS) * ws,
+                       uint ws_off, __global const STYPE(TYS) * ys, uint ys_off,
+                       __global const STYPE(TYZ) * yz, uint yz_off,
+#if HAS_BIAS
+                       __global const int *b, uint b_off,
+#endif
+#if HAS_LUT
+                       __global const STYPE(TL) * lut, uint lut_off,
+#endif
+#endif
+                       __global STYPE(TY) * y, uint y_off) {
+  const int pb = get_global_id(0);
+  const int rb = get_global_id(1);
+  const int z = get_global_id(2);
+  if (pb >= PIX_BLOCKS || rb >= ROW_BLOCKS || z >= N * C)
+    return;
+  const int ch = z % C;
+  const int p0 = PIX_BLOCKS == 1 ? 0 : pb * V;
+  const int oh0 = rb * R;
+  const int xbase = x_off + z * (H * W);
+  const int wbase = w_off + ch * (KH * KW);
+  const int iw0 = p0 - PW;
+  const bool interior = (iw0 >= 0) & (iw0 + SEG <= W);  // & : iw0 may be a constant
+#if HAS_XZP
+  const float xzp = (float)LOAD(TXZ, xz, xz_off);
+#else
+  const float xzp = 0.0f;
+#endif
+
+  VF acc[R];
+#pragma unroll
+  for (int a = 0; a < R; a++)
+    acc[a] = (VF)(0.0f);
+
+#pragma unroll
+  for (int i = 0; i < KH + R - 1; i++) {
+    // Input row i of the block is tap row kh = i - a of output row a.
+    const int ih = oh0 - PH + i;
+    if (ih < 0 || ih >= H)
+      continue;
+    const int row = xbase + ih * W + iw0;
+    VF xv[KW];
+    if (interior) {
+#pragma unroll
+      for (int kw = 0; kw < KW; kw++)
+        xv[kw] = NN_CAT(convert_float, V)(NN_CAT(vload, V)(0, x + row + kw)) - xzp;
+    } else {
+      float seg[SEG];
+      for (int c = 0; c < SEG; c++)
+        seg[c] = (iw0 + c >= 0 && iw0 + c < W) ? (float)x[row + c] - xzp : 0.0f;
+#pragma unroll
+      for (int kw = 0; kw < KW; kw++)
+        xv[kw] = NN_CAT(vload, V)(0, seg + kw);
+    }
+#pragma unroll
+    for (int a = 0; a < R; a++) {
+      const int kh = i - a;
+      if (kh < 0 || kh >= KH)
+        continue;
+#pragma unroll
+      for (int kw = 0; kw < KW; kw++)
+        acc[a] = fma(xv[kw], (VF)(LOAD(TW, w, wbase + kh * KW + kw)), acc[a]);
+    }
+  }
+
+#if QLINEAR
+#if HAS_BIAS
+  const int bias = b[b_off + ch];
+#else
+  const int bias = 0;
+#endif
+  const float mult = nn_div_rn(LOAD(TXS, xs, xs_off) * LOAD(TWS, ws, ws_off + (WS_N == 1 ? 0 : ch)),
+                               LOAD(TYS, ys, ys_off));
+  const float zp = (float)LOAD(TYZ, yz, yz_off);
+#endif
+  const int ybase = y_off + z * (OH * OW) + p0;
+  const int lanes = p0 + V <= OW ? V : OW - p0;
+  for (int a = 0; a < R; a++) {
+    const int oh = oh0 + a;
+    if (OH % R != 0 && oh >= OH)
+      break;
+    const int yrow = ybase + oh * OW;
+    const VI sum = NN_CAT(convert_int, V)(acc[a]);  // exact: an integer below 2^24
+#if QLINEAR
+    const VF v = NN_CAT(convert_float, V)(sum + bias) * mult;
+    // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
+    const VF q = clamp(rint(v) + zp, (VF)(QMIN), (VF)(QMAX));
+    const VF r = select(q, (VF)(0.0f), isnan(v));
+#if HAS_LUT
+    int li[V];
+    NN_CAT(vstore, V)(NN_CAT(convert_int, V)(r) - (int)QMIN, 0, li);
+    for (int c = 0; c < lanes; c++)
+      STORE(TY, y, yrow + c, LOAD(TL, lut, lut_off + li[c]));
+#else
+    if (lanes == V) {
+      NN_CAT(vstore, V)(NN_CAT(convert_, NN_CAT(STYPE(TY), V))(r), 0, y + yrow);
+    } else {
+      float t[V];
+      NN_CAT(vstore, V)(r, 0, t);
+      for (int c = 0; c < lanes; c++)
+        STORE(TY, y, yrow + c, t[c]);
+    }
+#endif
+#else
+    int t[V];
+    NN_CAT(vstore, V)(sum, 0, t);
+    for (int c = 0; c < lanes; c++)
+      y[yrow + c] = t[c];
+#endif
+  }
+}
