@@ -29,8 +29,8 @@ MODELDIR holds driving_vision*.onnx and driving_policy*.onnx (one of each: model
 Writes OUT/quant_accuracy.json and OUT/quant_accuracy.md (also printed): the table of the best
 method (among those meeting both criteria on every drive, if any, the one whose worst int8/fp32
 ratio is the smallest), the criteria for every method, what
-stayed in float, the sizes. --record DIR also copies the best method's QDQ models and the
-figures the test train-quant-accuracy compares (int8.json) into DIR.
+stayed in float, the sizes. --record DIR also copies the best method's QDQ models, the figures
+the test train-quant-accuracy compares (int8.json) and quant_accuracy.md into DIR.
 """
 
 import argparse
@@ -401,6 +401,8 @@ def main():
                                         "onnxruntime": d["methods"][best]["onnxruntime"]}
         with open(os.path.join(a.record, "int8.json"), "w") as f:
             json.dump(rec, f, indent=1, sort_keys=True)
+        with open(os.path.join(a.record, "quant_accuracy.md"), "w") as f:
+            f.write(text)
         print(f"quant_accuracy: recorded {best}'s models and figures in {a.record}")
     return 0
 
