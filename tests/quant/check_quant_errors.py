@@ -7,6 +7,7 @@
 - opc quantize of a model that is already quantized (a QDQ model it wrote itself) is refused with
   exit 1, naming the model and a quantization node, instead of stacking a second
   QuantizeLinear/DequantizeLinear pair on every layer;
+- opc quantize -o into a folder that does not exist is refused before the calibration runs;
 - opc quantize --help prints the command's options and exits 0.
 
 Usage: check_quant_errors.py OPC OPREPLAY DRIVE MODELS_DIR   (exit 0 pass, 1 fail)
@@ -72,6 +73,13 @@ def main():
               ("is QuantizeLinear" in r.stderr or "is DequantizeLinear" in r.stderr) and not os.path.exists(again),
               f"opc quantize of its own QDQ output refused: exit {r.returncode}, "
               f"{r.stderr.strip()}")
+
+        r = subprocess.run([opc, "quantize", fmodel, "--calibration", cal, "-o",
+                            os.path.join(tmp, "nosuch", "q.onnx")], capture_output=True, text=True)
+        check(r.returncode == 1 and os.path.join(tmp, "nosuch") in r.stderr and
+              "does not exist" in r.stderr and "calibration frames" not in r.stdout,
+              f"opc quantize -o into a missing folder refused before calibrating: exit "
+              f"{r.returncode}, {r.stderr.strip()}")
 
     r = subprocess.run([opc, "quantize", "--help"], capture_output=True, text=True)
     check(r.returncode == 0 and all(o in r.stdout for o in (

@@ -663,6 +663,12 @@ StatusOr<Options> ParseOptions(const Args &args) {
     return InvalidArgument("quantize: -o OUT.onnx is required");
   if (o.keep_float > 0 && !o.keep.empty())
     return InvalidArgument("quantize: give --keep-float N or --keep NODE,..., not both");
+  // Found before the calibration runs (minutes on a large model), not when writing at the end.
+  const fs::path out_dir = fs::path(o.out).parent_path();
+  std::error_code ec;
+  if (!out_dir.empty() && !fs::is_directory(out_dir, ec))
+    return NotFound("quantize: -o " + o.out + ": the folder " + out_dir.string() +
+                    " does not exist");
   return o;
 }
 
