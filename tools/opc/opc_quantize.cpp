@@ -663,12 +663,38 @@ StatusOr<Options> ParseOptions(const Args &args) {
     return InvalidArgument("quantize: -o OUT.onnx is required");
   if (o.keep_float > 0 && !o.keep.empty())
     return InvalidArgument("quantize: give --keep-float N or --keep NODE,..., not both");
+  // Found before the calibration runs (minutes on a large model), not when writing at the end.
+  const fs::path out_dir = fs::path(o.out).parent_path();
+  std::error_code ec;
+  if (!out_dir.empty() && !fs::is_directory(out_dir, ec))
+    return NotFound("quantize: -o " + o.out + ": the folder " + out_dir.string() +
+                    " does not exist");
   return o;
 }
 
 }  // namespace
 
 int Quantize(const Args &args) {
+  for (const std::string &a : args)
+    if (a == "--help" || a == "-h") {
+      std::fputs(
+          "usage: opc quantize MODEL --calibration DIR -o OUT.onnx [options]\n"
+          "Writes a QDQ ONNX model: int8 weights per output channel, uint8 activations per\n"
+          "tensor, calibrated on the float MODEL's inputs in DIR (<input>-<frame>.npy, as\n"
+          "opreplay --dump-inputs DIR writes them; every frame in DIR is used).\n"
+          "  --method M          minmax (default), percentile or entropy (KL)\n"
+          "  --percentile P      the percentile method's cut, above 50 and at most 100 "
+          "(99.99)\n"
+          "  --frames N          use only the first N frames of DIR, in frame order\n"
+          "  --report            each layer's effect on the outputs when it alone is int8\n"
+          "  --keep-float N      keep the N most sensitive layers (by that report) in float\n"
+          "  --keep NODE,...     keep these layers (names as the report prints them) in float\n"
+          "  --quantize-outputs  also quantize layer outputs and biases (integer runtimes fold\n"
+          "                      the whole DQ -> layer -> Q group)\n"
+          "MODEL must be a float model (a quantized one is refused).\n",
+          stdout);
+      return 0;
+    }
   auto parsed = ParseOptions(args);
   if (!parsed.ok())
     return Fail(parsed.status());
@@ -682,6 +708,15 @@ int Quantize(const Args &args) {
     if (!model.ParseFromIstream(&f))
       return Fail(Corrupt(o.model + ": truncated or not an ONNX model (protobuf parse failed)"));
   }
+  // Quantizing a quantized model would stack a second QuantizeLinear/DequantizeLinear pair on
+  // every layer (and calibrate on already rounded values): the float model is the input.
+  for (const auto &n : model.graph().node())
+    if (n.op_type() == "QuantizeLinear" || n.op_type() == "DequantizeLinear" ||
+        n.op_type() == "DynamicQuantizeLinear" || n.op_type() == "QLinearConv" ||
+        n.op_type() == "QLinearMatMul" || n.op_type() == "ConvInteger" ||
+        n.op_type() == "MatMulInteger")
+      return Fail(InvalidArgument(o.model + ": already quantized (node '" + n.name() + "' is " +
+                                  n.op_type() + "): quantize the float model it was made from"));
   for (const auto &t : model.graph().initializer())
     if (t.data_location() == onnx::TensorProto::EXTERNAL)
       return Fail(Unsupported(o.model + ": initializer '" + t.name() +

@@ -7,6 +7,7 @@ also uses them for fleet replays).
   .venv/bin/python3 tools/train/evaluate.py --drive samples/drive --rlog OUT/rlog
   .venv/bin/python3 tools/train/evaluate.py --drive samples/drive --replay OUT \\
       --vision V.onnx --policy P.onnx [--max-frames N]     # runs opreplay first
+      [--precision fp32|fp16|int8]                          # opreplay's --precision
 
 With --replay and --onnxruntime, the same networks also run in onnxruntime on the same frames
 (opwarp's tensors of the drive, the pipeline's queues, the contract's parse) and both tables are
@@ -66,8 +67,16 @@ def multi_hypothesis(raw, hyp, n, sel):
     return np.concatenate(means), np.concatenate(stds)
 
 
-def onnxruntime_messages(drive, vision, policy, frame_ids):
-    """modelV2-like records from onnxruntime on opwarp's tensors of the drive."""
+def drive_tensors(drive):
+    """opwarp's (img, big_img) tensors of every frame of the drive, as the training data has them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dataset.build_drive(drive, tmp)
+        return np.load(os.path.join(tmp, "img.npy")), np.load(os.path.join(tmp, "big_img.npy"))
+
+
+def onnxruntime_messages(drive, vision, policy, frame_ids, tensors=None):
+    """modelV2-like records from onnxruntime on opwarp's tensors of the drive (tensors: those of
+    drive_tensors(drive), when the caller already has them)."""
     import onnx
     import onnxruntime as ort
     sys.path.insert(0, os.path.join(ROOT, "models"))
@@ -80,9 +89,7 @@ def onnxruntime_messages(drive, vision, policy, frame_ids):
     opts.intra_op_num_threads = 1
     sv = ort.InferenceSession(vision, opts, providers=["CPUExecutionProvider"])
     sp = ort.InferenceSession(policy, opts, providers=["CPUExecutionProvider"])
-    with tempfile.TemporaryDirectory() as tmp:
-        dataset.build_drive(drive, tmp)
-        img, big = np.load(os.path.join(tmp, "img.npy")), np.load(os.path.join(tmp, "big_img.npy"))
+    img, big = tensors if tensors is not None else drive_tensors(drive)
     queue = np.zeros((100, 512), np.float32)
     out = []
     for k in range(len(img)):
@@ -148,6 +155,8 @@ def main():
     ap.add_argument("--vision")
     ap.add_argument("--policy")
     ap.add_argument("--max-frames", type=int)
+    ap.add_argument("--precision", choices=("auto", "fp32", "fp16", "int8"),
+                    help="with --replay: opreplay's --precision (default: opreplay's auto)")
     ap.add_argument("--opreplay", default=os.path.join(ROOT, "build", "tools", "opreplay", "opreplay"))
     ap.add_argument("--json", help="also write the table as JSON here")
     ap.add_argument("--onnxruntime", action="store_true",
@@ -170,6 +179,8 @@ def main():
                "--rpy", rpy, "--no-video", a.drive]
         if a.max_frames:
             cmd[1:1] = ["--max-frames", str(a.max_frames)]
+        if a.precision:
+            cmd[1:1] = ["--precision", a.precision]
         os.makedirs(a.replay, exist_ok=True)
         r = subprocess.run(cmd, capture_output=True, text=True, env=dataset.plugin_env(a.replay))
         if r.returncode != 0:
