@@ -778,22 +778,9 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   const guint first_run_watch = o.realtime > 0 ? g_timeout_add(20, WatchFirstRun, &first_run) : 0;
   if (gst_element_set_state(run.pipeline, GST_STATE_PLAYING) == GST_STATE_CHANGE_FAILURE) {
     std::fprintf(stderr, "opreplay: the pipeline did not start\n");
-    // An element that refuses to start (a model it cannot load, a precision the model cannot
-    // run at) says why on the bus, which the loop never reads now: print it here.
-    GstBus *failed_bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
-    while (GstMessage *msg = gst_bus_pop_filtered(failed_bus, GST_MESSAGE_ERROR)) {
-      GError *err = nullptr;
-      gchar *debug = nullptr;
-      gst_message_parse_error(msg, &err, &debug);
-      std::fprintf(stderr, "opreplay: error from %s: %s\n  %s\n", GST_OBJECT_NAME(msg->src),
-                   err->message, debug ? debug : "");
-      g_error_free(err);
-      g_free(debug);
-      gst_message_unref(msg);
-    }
-    gst_object_unref(failed_bus);
     run.failed = true;
-    // Why: the element that failed posted an error, which no main loop will now dispatch.
+    // An element that refuses to start (a model it cannot load, a precision the model cannot
+    // run at) says why on the bus, which no main loop will now dispatch: print it here.
     GstBus *failed_bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
     while (GstMessage *msg = gst_bus_pop(failed_bus)) {
       OnBus(failed_bus, msg, &run);
