@@ -181,10 +181,20 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
 
 ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::string &key,
                                        std::string_view options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return {};
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the whole file (a stream iterator took a character at a time).
+  std::vector<char> data;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in)
+      return {};
+    const std::streamoff size = in.tellg();
+    if (size <= 0)
+      return {};
+    data.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(data.data(), size))
+      return {};
+  }
   // Layout: magic, 32-char key, binary. A file that does not match is ignored and rewritten.
   if (data.size() <= sizeof(kMagic) + key.size() ||
       std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0 ||
