@@ -292,6 +292,8 @@ StatusOr<std::shared_ptr<Device>> Device::Open(const Selection &sel, std::string
     dev->policy_ = {CL_MEM_READ_WRITE, false, true};
   }
   dev->programs_ = std::make_unique<ProgramCache>(dev->context(), id, c);
+  dev->programs_->SetHelper(std::to_string(sel.info.platform_index) + ":" +
+                            std::to_string(sel.info.device_index));
   return dev;
 }
 
