@@ -7,6 +7,10 @@
 // already (the parent walks the same list from the first, loading what this process stored).
 // Exit status 0 when every program it took was stored; the parent never depends on it: a program
 // this process did not store, the parent builds itself.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -17,6 +21,11 @@
 #include "program_cache.h"
 
 int main(int argc, char **argv) {
+  // Its work is only for the process that started it: gone with it (the thread that starts the
+  // helper waits for or stops it before returning, so it outlives the helper's useful life).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1)
+    return 1;
   if (argc != 4) {
     std::fprintf(stderr, "usage: op-build-programs DEVICE DIR REQUESTS\n");
     return 2;
