@@ -56,15 +56,16 @@ double NowMs() {
       .count();
 }
 
-// The build helper's executable: GST_OP_BUILD_HELPER (a path; "0" or empty: none), else the
-// installed one, else the one of the build tree this library was built in.
+// The build helper's executable, when GST_OP_BUILD_HELPER asks for one: "1" the installed one,
+// else the one of the build tree this library was built in; another value is its path. Unset,
+// empty or "0": none (the default: see docs/devices.md for why).
 std::string HelperPath() {
-  if (const char *env = std::getenv("GST_OP_BUILD_HELPER")) {
-    const std::string v = env;
-    if (v.empty() || v == "0" || v == "none")
-      return {};
+  const char *env = std::getenv("GST_OP_BUILD_HELPER");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "0")
+    return {};
+  if (v != "1")
     return access(v.c_str(), X_OK) == 0 ? v : std::string();
-  }
   for (const char *candidate : {OP_BUILD_HELPER_INSTALLED, OP_BUILD_HELPER_BUILD_TREE})
     if (access(candidate, X_OK) == 0)
       return candidate;

@@ -7,12 +7,13 @@
 // compiles); BuildAll builds a list of programs in parallel on the shared ThreadPool and reports
 // progress as each finishes.
 //
-// PoCL compiles one program at a time per process, whatever the threads. So where the driver is
-// PoCL, binaries go to disk and two or more programs are missing, BuildAll also starts a helper
-// process (op-build-programs, SetHelper) that builds the list from its end while this process
+// PoCL compiles one program at a time per process, whatever the threads. So, when
+// GST_OP_BUILD_HELPER asks for it (1: the installed or build-tree op-build-programs; else a path),
+// where the driver is PoCL, binaries go to disk and two or more programs are missing, BuildAll
+// also starts a helper process (SetHelper) that builds the list from its end while this process
 // builds it from its start, each storing what it builds; this process loads what the helper
-// stored when it comes to it, and stops the helper when it has every program. The helper is
-// found through GST_OP_BUILD_HELPER (a path, or 0 for none), else installed or in the build tree.
+// stored when it comes to it, and stops the helper when it has every program. Off by default:
+// on the loaded two-core development machine it measured slower, not faster (docs/devices.md).
 #pragma once
 
 #include <cstdint>

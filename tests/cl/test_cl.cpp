@@ -328,14 +328,21 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     EXPECT_EQ(others, 0u);
   }
   {
-    setenv("GST_OP_BUILD_HELPER", "0", 1);  // switched off: this process builds alone
-    ProgramCache cache(device->context(), device->id(), device->caps(), (dir / "off").string());
-    cache.SetHelper(spec);
-    std::vector<ProgramRequest> req = {{src[0], "", "o0"}, {src[1], "", "o1"}};
-    ASSERT_TRUE(cache.BuildAll(req).ok());
-    unsetenv("GST_OP_BUILD_HELPER");
-    EXPECT_EQ(cache.stats().helpers, 0);
-    EXPECT_EQ(cache.stats().builds, 2);
+    // Not asked for (unset, the default) or switched off: this process builds alone.
+    for (const char *value : {static_cast<const char *>(nullptr), "0"}) {
+      if (value)
+        setenv("GST_OP_BUILD_HELPER", value, 1);
+      else
+        unsetenv("GST_OP_BUILD_HELPER");
+      ProgramCache cache(device->context(), device->id(), device->caps(),
+                         (dir / (value ? "off" : "unset")).string());
+      cache.SetHelper(spec);
+      std::vector<ProgramRequest> req = {{src[0], "", "o0"}, {src[1], "", "o1"}};
+      ASSERT_TRUE(cache.BuildAll(req).ok());
+      unsetenv("GST_OP_BUILD_HELPER");
+      EXPECT_EQ(cache.stats().helpers, 0) << (value ? value : "unset");
+      EXPECT_EQ(cache.stats().builds, 2) << (value ? value : "unset");
+    }
   }
   fs::remove_all(dir);
 }
