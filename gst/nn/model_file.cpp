@@ -330,8 +330,12 @@ uint64_t ModelChecksum(std::string_view payload) {
   const char *p = payload.data();
   for (size_t i = 0; i < words; i++, p += 8) {
     uint64_t w = 0;
-    for (int b = 0; b < 8; b++)  // little-endian whatever the host; compilers make this one load
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&w, p, 8);  // one load
+#else
+    for (int b = 0; b < 8; b++)  // little-endian whatever the host
       w |= uint64_t{static_cast<uint8_t>(p[b])} << (8 * b);
+#endif
     h ^= w;
     h *= 0x100000001b3ull;
   }
