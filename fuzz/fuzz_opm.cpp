@@ -7,14 +7,13 @@
 #include <cstring>
 #include <string>
 
-#include "cl/program_cache.h"
 #include "nn/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string in(reinterpret_cast<const char *>(data), size);
   if (!op::nn::LooksLikeModelFile(in)) {
-    const uint64_t sum = op::cl::Fnv1a64(in);
-    std::string file("OPM1", 4);
+    const uint64_t sum = op::nn::ModelChecksum(in);
+    std::string file("OPM2", 4);
     for (int i = 0; i < 8; i++)
       file.push_back(static_cast<char>((sum >> (8 * i)) & 0xff));
     in = file + in;

@@ -3,9 +3,23 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <mutex>
 
 namespace op::cl {
 namespace {
+
+// PoCL's CPU devices compile, at a kernel's first launch, a work-group function specialised for
+// that launch's local size, global offset and grid size, one launch after the other on the
+// device's thread: with empty caches that was more than a third of a full-size model's start-up.
+// The generic work-group function (any local size) is the one PoCL compiles anyway when a
+// program's binary is stored, and our kernels measured as fast with it (their inner loops are
+// written out with explicit vectors; docs/devices.md has the figures). So unless the user chose
+// otherwise, launches use the generic function: set before the first OpenCL call, as PoCL reads
+// its options from the environment.
+void PrepareDrivers() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("POCL_WORK_GROUP_SPECIALIZATION", "0", /*overwrite=*/0); });
+}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -174,6 +188,7 @@ StatusOr<Capabilities> QueryCapabilities(cl_platform_id platform, cl_device_id d
 }
 
 StatusOr<std::vector<DeviceInfo>> ListDevices() {
+  PrepareDrivers();
   cl_uint np = 0;
   cl_int err = clGetPlatformIDs(0, nullptr, &np);
   if (err == CL_PLATFORM_NOT_FOUND_KHR || np == 0)
@@ -277,6 +292,8 @@ StatusOr<std::shared_ptr<Device>> Device::Open(const Selection &sel, std::string
     dev->policy_ = {CL_MEM_READ_WRITE, false, true};
   }
   dev->programs_ = std::make_unique<ProgramCache>(dev->context(), id, c);
+  dev->programs_->SetHelper(std::to_string(sel.info.platform_index) + ":" +
+                            std::to_string(sel.info.device_index));
   return dev;
 }
 

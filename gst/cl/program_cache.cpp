@@ -1,6 +1,10 @@
 #include "program_cache.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +16,8 @@
 
 #include "device.h"
 #include "thread_pool.h"
+
+extern char **environ;
 
 namespace op::cl {
 namespace {
@@ -50,7 +56,64 @@ double NowMs() {
       .count();
 }
 
+// The build helper's executable, when GST_OP_BUILD_HELPER asks for one: "1" the installed one,
+// else the one of the build tree this library was built in; another value is its path. Unset,
+// empty or "0": none (the default: see docs/devices.md for why).
+std::string HelperPath() {
+  const char *env = std::getenv("GST_OP_BUILD_HELPER");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "0")
+    return {};
+  if (v != "1")
+    return access(v.c_str(), X_OK) == 0 ? v : std::string();
+  for (const char *candidate : {OP_BUILD_HELPER_INSTALLED, OP_BUILD_HELPER_BUILD_TREE})
+    if (access(candidate, X_OK) == 0)
+      return candidate;
+  return {};
+}
+
+constexpr char kRequestsMagic[] = "OPBR1\n";
+
 }  // namespace
+
+std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests) {
+  std::string out = kRequestsMagic;
+  for (const ProgramRequest &r : requests) {
+    out += std::to_string(r.source.size()) + " " + std::to_string(r.options.size()) + " " +
+           std::to_string(r.label.size()) + "\n";
+    out += r.source;
+    out += r.options;
+    out += r.label;
+  }
+  return out;
+}
+
+StatusOr<std::vector<StoredProgramRequest>> ParseProgramRequests(std::string_view bytes) {
+  const std::string_view magic(kRequestsMagic);
+  if (bytes.substr(0, magic.size()) != magic)
+    return Corrupt("not a program request file");
+  bytes.remove_prefix(magic.size());
+  std::vector<StoredProgramRequest> out;
+  while (!bytes.empty()) {
+    const size_t eol = bytes.find('\n');
+    if (eol == std::string_view::npos || eol > 64)
+      return Corrupt("request " + std::to_string(out.size()) + ": no size line");
+    unsigned long long n[3] = {0, 0, 0};
+    const std::string line(bytes.substr(0, eol));
+    if (std::sscanf(line.c_str(), "%llu %llu %llu", &n[0], &n[1], &n[2]) != 3)
+      return Corrupt("request " + std::to_string(out.size()) + ": bad size line");
+    bytes.remove_prefix(eol + 1);
+    if (n[0] > bytes.size() || n[1] > bytes.size() - n[0] || n[2] > bytes.size() - n[0] - n[1])
+      return Corrupt("request " + std::to_string(out.size()) + ": truncated");
+    StoredProgramRequest r;
+    r.source = std::string(bytes.substr(0, n[0]));
+    r.options = std::string(bytes.substr(n[0], n[1]));
+    r.label = std::string(bytes.substr(n[0] + n[1], n[2]));
+    bytes.remove_prefix(n[0] + n[1] + n[2]);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
 
 uint64_t Fnv1a64(std::string_view data, uint64_t seed) {
   uint64_t h = seed;
@@ -76,6 +139,7 @@ ProgramCache::ProgramCache(cl_context context, cl_device_id device, const Capabi
     : context_(context), device_(device) {
   device_key_ = caps.platform_name + "|" + caps.platform_version + "|" + caps.device_name + "|" +
                 caps.driver_version + "|" + caps.device_version;
+  pocl_ = caps.platform_name.find("Portable Computing Language") != std::string::npos;
   if (dir == "none")
     dir_.clear();
   else
@@ -141,17 +205,35 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
     job_of[i] = it->second;
   }
   const size_t jobs = first_request.size();
+  std::vector<ProgramRequest> distinct;
+  for (size_t j = 0; j < jobs; j++)
+    distinct.push_back(requests[first_request[j]]);
+  std::string request_file;
+  const int helper = StartHelper(distinct, &request_file);
   std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
   std::mutex progress_lock;
   size_t done = 0;
+  // The pool takes the jobs in order, from the first: the helper builds from the last.
   ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
-    const ProgramRequest &r = requests[first_request[j]];
+    const ProgramRequest &r = distinct[j];
     built[j] = Build(r.source, r.options, r.label);
     std::lock_guard<std::mutex> g(progress_lock);
     ++done;
     if (progress)
       progress(done, jobs);
   });
+  if (helper > 0) {
+    // Every program is here: what the helper is still building, this process built already.
+    int status = 0;
+    if (waitpid(helper, &status, WNOHANG) == 0) {
+      kill(helper, SIGKILL);
+      waitpid(helper, &status, 0);
+    }
+    std::remove(request_file.c_str());
+    for (const ProgramRequest &r : distinct)  // a store it left half-written
+      std::remove(
+          (dir_ + "/" + KeyOf(r.source, r.options) + ".bin.tmp" + std::to_string(helper)).c_str());
+  }
   std::vector<ProgramHandle> out(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
     if (!built[job_of[i]].ok())
@@ -159,6 +241,69 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
     out[i] = *built[job_of[i]];
   }
   return out;
+}
+
+bool ProgramCache::HasBinary(std::string_view source, std::string_view options) const {
+  if (dir_.empty())
+    return false;
+  struct stat st {};
+  return stat((dir_ + "/" + KeyOf(source, options) + ".bin").c_str(), &st) == 0;
+}
+
+int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
+                              std::string *request_file) {
+  // Only PoCL (one compilation at a time per process), with binaries on disk for the two
+  // processes to share, more than one hardware thread, and two or more programs to build.
+  if (!pocl_ || dir_.empty() || helper_device_.empty() || ThreadPool::DefaultThreads() < 2)
+    return 0;
+  size_t missing = 0;
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    for (const ProgramRequest &r : requests) {
+      if (programs_.count(KeyOf(r.source, r.options)))
+        continue;
+      struct stat st {};
+      if (stat((dir_ + "/" + KeyOf(r.source, r.options) + ".bin").c_str(), &st) != 0)
+        missing++;
+    }
+  }
+  if (missing < 2)
+    return 0;
+  const std::string exe = HelperPath();
+  if (exe.empty())
+    return 0;
+  MakeDirs(dir_);
+  *request_file = dir_ + "/requests-" + std::to_string(getpid()) + "-" +
+                  Hex64(Fnv1a64(std::to_string(reinterpret_cast<uintptr_t>(this)) + "|" +
+                                std::to_string(NowMs())));
+  {
+    const std::string bytes = SerializeProgramRequests(requests);
+    std::ofstream out(*request_file, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      out.close();
+      std::remove(request_file->c_str());
+      return 0;
+    }
+  }
+  // Its output goes nowhere: what it fails to build, this process builds and reports.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (int fd : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO})
+    posix_spawn_file_actions_addopen(&actions, fd, "/dev/null",
+                                     fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0);
+  std::string a0 = exe, a1 = helper_device_, a2 = dir_, a3 = *request_file;
+  char *argv[] = {a0.data(), a1.data(), a2.data(), a3.data(), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    std::remove(request_file->c_str());
+    return 0;
+  }
+  std::lock_guard<std::mutex> guard(lock_);
+  stats_.helpers++;
+  return pid;
 }
 
 StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
@@ -181,10 +326,20 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
 
 ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::string &key,
                                        std::string_view options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return {};
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the whole file (a stream iterator took a character at a time).
+  std::vector<char> data;
+  {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in)
+      return {};
+    const std::streamoff size = in.tellg();
+    if (size <= 0)
+      return {};
+    data.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    if (!in.read(data.data(), size))
+      return {};
+  }
   // Layout: magic, 32-char key, binary. A file that does not match is ignored and rewritten.
   if (data.size() <= sizeof(kMagic) + key.size() ||
       std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0 ||

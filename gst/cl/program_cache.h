@@ -6,6 +6,14 @@
 // Build may be called from several threads at once (the cache's lock is not held while a program
 // compiles); BuildAll builds a list of programs in parallel on the shared ThreadPool and reports
 // progress as each finishes.
+//
+// PoCL compiles one program at a time per process, whatever the threads. So, when
+// GST_OP_BUILD_HELPER asks for it (1: the installed or build-tree op-build-programs; else a path),
+// where the driver is PoCL, binaries go to disk and two or more programs are missing, BuildAll
+// also starts a helper process (SetHelper) that builds the list from its end while this process
+// builds it from its start, each storing what it builds; this process loads what the helper
+// stored when it comes to it, and stops the helper when it has every program. Off by default:
+// on the loaded two-core development machine it measured slower, not faster (docs/devices.md).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +35,14 @@ struct ProgramRequest {
   std::string options;
   std::string label;
 };
+
+// A request as the build helper reads it back (owning its text).
+struct StoredProgramRequest {
+  std::string source, options, label;
+};
+// The helper's request file: every request, in order.
+std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests);
+StatusOr<std::vector<StoredProgramRequest>> ParseProgramRequests(std::string_view bytes);
 
 // Called after each distinct program of a BuildAll is ready (loaded or built): `done` of `total`,
 // counting from 1, on whichever thread finished it, one call at a time and in increasing order.
@@ -61,6 +77,7 @@ class ProgramCache {
     int memory_hits = 0;
     int disk_hits = 0;
     int builds = 0;
+    int helpers = 0;  // helper processes started by BuildAll
     // Thread time summed over programs, in milliseconds (builds run in parallel, so the sums
     // exceed the wall time): compiling from source, storing binaries, loading binaries.
     double build_ms = 0, store_ms = 0, load_ms = 0;
@@ -79,6 +96,11 @@ class ProgramCache {
   StatusOr<std::vector<ProgramHandle>> BuildAll(const std::vector<ProgramRequest> &requests,
                                                 const BuildProgress &progress = {});
 
+  // True when the binary of `source` with `options` is on disk (not loaded).
+  bool HasBinary(std::string_view source, std::string_view options) const;
+  // The device as `Device::Open` takes it ("P:D"), for the helper process; empty: no helper.
+  void SetHelper(std::string device_spec) { helper_device_ = std::move(device_spec); }
+
   Stats stats() const;
   const std::string &dir() const { return dir_; }
   static std::string DefaultDir();
@@ -90,11 +112,15 @@ class ProgramCache {
   ProgramHandle LoadBinary(const std::string &path, const std::string &key,
                            std::string_view options);
   void StoreBinary(cl_program program, const std::string &path, const std::string &key);
+  // Starts the helper on `requests` when it is worth it; its pid, or 0.
+  int StartHelper(const std::vector<ProgramRequest> &requests, std::string *request_file);
 
   cl_context context_;
   cl_device_id device_;
   std::string device_key_;
   std::string dir_;
+  bool pocl_ = false;
+  std::string helper_device_;
   mutable std::mutex lock_;
   std::map<std::string, ProgramHandle> programs_;
   Stats stats_;

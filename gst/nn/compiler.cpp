@@ -5,8 +5,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "cl/program_cache.h"
 #include "nn/onnx_import.h"
@@ -15,15 +13,6 @@
 
 namespace op::nn {
 namespace {
-
-StatusOr<std::string> ReadAll(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return NotFound(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void MakeDirs(const std::string &path) {
   for (size_t pos = 1; pos <= path.size(); pos++)
@@ -150,7 +139,7 @@ StatusOr<CompiledModel> CompileGraph(Graph graph, const CodegenOptions &codegen,
 namespace {
 
 // Compiles an imported graph: `auto_precision` makes a quantized graph int8.
-StatusOr<CompiledModel> CompileImported(const std::string &path, const std::string &bytes, Graph g,
+StatusOr<CompiledModel> CompileImported(const std::string &path, std::string_view bytes, Graph g,
                                         CodegenOptions codegen, const CompileOptions &options) {
   if (codegen.precision == Precision::kInt8 && !IsQuantizedGraph(g))
     return InvalidArgument("precision int8 needs a quantized model, and " + path +
@@ -173,9 +162,9 @@ StatusOr<CompiledModel> CompileImported(const std::string &path, const std::stri
 
 StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOptions &codegen,
                                         const CompileOptions &options) {
-  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  OP_ASSIGN_OR_RETURN(FileBytes bytes, ReadFileBytes(path));
   OP_ASSIGN_OR_RETURN(Graph g, ImportOnnxFile(path));
-  return CompileImported(path, bytes, std::move(g), codegen, options);
+  return CompileImported(path, bytes.view(), std::move(g), codegen, options);
 }
 
 StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device &device,
@@ -183,7 +172,8 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
   LoadInfo local;
   if (!info)
     info = &local;
-  OP_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  OP_ASSIGN_OR_RETURN(FileBytes file, ReadFileBytes(path));
+  const std::string_view bytes = file.view();
   if (LooksLikeModelFile(bytes)) {
     OP_ASSIGN_OR_RETURN(CompiledModel m, ParseModel(bytes, path));
     const std::string asked = PrecisionName(options.precision);

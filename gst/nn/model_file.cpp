@@ -4,10 +4,14 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "cl/program_cache.h"
 #include "model.capnp.h"
@@ -15,7 +19,9 @@
 namespace op::nn {
 namespace {
 
-constexpr char kMagic[4] = {'O', 'P', 'M', '1'};
+constexpr char kMagic[4] = {'O', 'P', 'M', '2'};
+// The first format, checksummed byte by byte: recognised to say what to do with it.
+constexpr char kOldMagic[4] = {'O', 'P', 'M', '1'};
 constexpr size_t kHeaderBytes = 4 + 8;
 // Limits that keep a hostile file from asking for absurd work before validation.
 constexpr uint64_t kMaxDims = 8;
@@ -313,8 +319,27 @@ Status ValidateModel(const CompiledModel &m) {
   return Status::Ok();
 }
 
-bool LooksLikeModelFile(const std::string &bytes) {
-  return bytes.size() >= 4 && std::memcmp(bytes.data(), kMagic, 4) == 0;
+bool LooksLikeModelFile(std::string_view bytes) {
+  return bytes.size() >= 4 && (std::memcmp(bytes.data(), kMagic, 4) == 0 ||
+                               std::memcmp(bytes.data(), kOldMagic, 4) == 0);
+}
+
+uint64_t ModelChecksum(std::string_view payload) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const size_t words = payload.size() / 8;
+  const char *p = payload.data();
+  for (size_t i = 0; i < words; i++, p += 8) {
+    uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    std::memcpy(&w, p, 8);  // one load
+#else
+    for (int b = 0; b < 8; b++)  // little-endian whatever the host
+      w |= uint64_t{static_cast<uint8_t>(p[b])} << (8 * b);
+#endif
+    h ^= w;
+    h *= 0x100000001b3ull;
+  }
+  return cl::Fnv1a64(payload.substr(words * 8), h);
 }
 
 StatusOr<std::string> SerializeModel(const CompiledModel &m) {
@@ -387,7 +412,7 @@ StatusOr<std::string> SerializeModel(const CompiledModel &m) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   std::string payload(reinterpret_cast<const char *>(bytes.begin()), bytes.size());
-  uint64_t sum = cl::Fnv1a64(payload);
+  uint64_t sum = ModelChecksum(payload);
   std::string out(kMagic, 4);
   for (int i = 0; i < 8; i++)
     out.push_back(static_cast<char>((sum >> (8 * i)) & 0xff));
@@ -395,28 +420,37 @@ StatusOr<std::string> SerializeModel(const CompiledModel &m) {
   return out;
 }
 
-StatusOr<CompiledModel> ParseModel(const std::string &bytes, const std::string &what) {
+StatusOr<CompiledModel> ParseModel(std::string_view bytes, const std::string &what) {
   auto fail = [&](const std::string &why) { return Corrupt(what + ": " + why); };
   if (bytes.size() < kHeaderBytes || !LooksLikeModelFile(bytes))
-    return fail("not a compiled model (no OPM1 header)");
+    return fail("not a compiled model (no OPM2 header)");
+  if (std::memcmp(bytes.data(), kOldMagic, 4) == 0)
+    return fail("compiled by an older build (OPM1 format): compile its ONNX model again");
   uint64_t sum = 0;
   for (int i = 0; i < 8; i++)
     sum |= uint64_t{static_cast<uint8_t>(bytes[4 + i])} << (8 * i);
-  std::string_view payload(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
+  std::string_view payload = bytes.substr(kHeaderBytes);
   if (payload.size() % sizeof(capnp::word) != 0)
     return fail("truncated (payload of " + std::to_string(payload.size()) + " bytes)");
-  if (cl::Fnv1a64(payload) != sum)
+  if (ModelChecksum(payload) != sum)
     return fail("checksum mismatch (the file is truncated or corrupted)");
 
   CompiledModel m;
   try {
-    // An aligned copy: Cap'n Proto reads words in place.
-    kj::Array<capnp::word> words = kj::heapArray<capnp::word>(payload.size() / sizeof(capnp::word));
-    std::memcpy(words.begin(), payload.data(), payload.size());
+    // Cap'n Proto reads words in place: an aligned payload as it lies, others from an aligned
+    // copy.
+    kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word *>(payload.data()),
+                                          payload.size() / sizeof(capnp::word));
+    kj::Array<capnp::word> copy;
+    if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(capnp::word) != 0) {
+      copy = kj::heapArray<capnp::word>(words.size());
+      std::memcpy(copy.begin(), payload.data(), payload.size());
+      words = copy.asPtr();
+    }
     capnp::ReaderOptions options;
     options.traversalLimitInWords = words.size() * 2 + 1024;
     options.nestingLimit = 16;
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words, options);
     auto root = reader.getRoot<schema::CompiledModel>();
     m.format_version = root.getFormatVersion();
     if (m.format_version != kModelFormatVersion)
@@ -514,13 +548,42 @@ Status WriteModelFile(const CompiledModel &model, const std::string &path) {
   return Status::Ok();
 }
 
+StatusOr<FileBytes> ReadFileBytes(const std::string &path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NotFound(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  FileBytes out;
+  const size_t size = static_cast<size_t>(st.st_size);
+  // 4 bytes ahead of the file, so that byte 12 (a model's payload) lands on a word boundary.
+  constexpr size_t kLead = sizeof(uint64_t) - kHeaderBytes % sizeof(uint64_t);
+  out.words_.reset(new uint64_t[(kLead + size + 7) / 8 + 1]);
+  char *data = reinterpret_cast<char *>(out.words_.get()) + kLead;
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = read(fd, data + got, size - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "the file shrank while read";
+      close(fd);
+      return IoError(path + ": read failed (" + why + ")");
+    }
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.data_ = data;
+  out.size_ = size;
+  return out;
+}
+
 StatusOr<CompiledModel> ReadModelFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return NotFound(path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ParseModel(ss.str(), path);
+  OP_ASSIGN_OR_RETURN(FileBytes bytes, ReadFileBytes(path));
+  return ParseModel(bytes.view(), path);
 }
 
 }  // namespace op::nn

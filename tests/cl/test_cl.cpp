@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "cl/device.h"
+#include "cl/program_cache.h"
 #include "cl/queue.h"
 #include "cl/thread_pool.h"
 #include "cl_kernels.h"
@@ -243,6 +245,106 @@ TEST_F(ClTest, BuildAllBuildsDistinctProgramsOnceAndReportsProgress) {
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("first-broken"), std::string::npos)
       << failed.status().message();
+}
+
+TEST(ProgramRequests, RoundTripAndMalformedFiles) {
+  std::vector<ProgramRequest> req = {{"__kernel void a() {}\n", "-DX=1", "first"},
+                                     {std::string_view("b\0c", 3), "", ""}};
+  const std::string bytes = SerializeProgramRequests(req);
+  auto back = ParseProgramRequests(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].source, req[0].source);
+  EXPECT_EQ((*back)[0].options, "-DX=1");
+  EXPECT_EQ((*back)[0].label, "first");
+  EXPECT_EQ((*back)[1].source, std::string("b\0c", 3));
+  for (size_t n = 0; n < bytes.size(); n++) {  // every truncation is an error or fewer requests
+    auto cut = ParseProgramRequests(std::string_view(bytes).substr(0, n));
+    if (cut.ok()) {
+      EXPECT_LT(cut->size(), 2u) << n;
+    }
+  }
+  EXPECT_FALSE(ParseProgramRequests("OPBR1\n99999999999999999999 1 1\nx").ok());
+  EXPECT_FALSE(ParseProgramRequests("garbage").ok());
+}
+
+// The helper process (op-build-programs) stores binaries this process then loads without
+// building; and BuildAll, on PoCL with a disk cache, starts it and leaves nothing behind.
+TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
+  if (device->caps().platform_name.find("Portable Computing Language") == std::string::npos)
+    GTEST_SKIP() << "the build helper serves PoCL only";
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("op-cl-helper-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string base(kernels::Find("selftest"));
+  std::vector<std::string> src;
+  for (int i = 0; i < 6; i++)
+    src.push_back(base + "\n// helper variant " + std::to_string(i) + "\n");
+  const std::string spec = std::to_string(device->info().platform_index) + ":" +
+                           std::to_string(device->info().device_index);
+  {
+    std::vector<ProgramRequest> two = {{src[0], "", "h0"}, {src[1], "", "h1"}};
+    const fs::path req = dir / "req";
+    {
+      std::ofstream f(req, std::ios::binary);
+      f << SerializeProgramRequests(two);
+    }
+    const std::string cmd = std::string(OP_BUILD_HELPER_PATH) + " " + spec + " " + dir.string() +
+                            " " + req.string() + " 2>/dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    EXPECT_TRUE(cache.HasBinary(src[0], ""));
+    EXPECT_TRUE(cache.HasBinary(src[1], ""));
+    EXPECT_FALSE(cache.HasBinary(src[2], ""));
+    auto progs = cache.BuildAll(two);
+    ASSERT_TRUE(progs.ok()) << progs.status().ToString();
+    EXPECT_EQ(cache.stats().disk_hits, 2);
+    EXPECT_EQ(cache.stats().builds, 0);
+    EXPECT_EQ(cache.stats().helpers, 0);  // nothing left to build: no helper
+    for (const auto &p : *progs)
+      EXPECT_TRUE(CreateKernel(p.get(), "op_saxpy").ok());
+    fs::remove(req);
+  }
+  {
+    setenv("GST_OP_BUILD_HELPER", OP_BUILD_HELPER_PATH, 1);
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    cache.SetHelper(spec);
+    std::vector<ProgramRequest> req;
+    for (int i = 2; i < 6; i++)
+      req.push_back({src[i], "", "p" + std::to_string(i)});
+    auto progs = cache.BuildAll(req);
+    unsetenv("GST_OP_BUILD_HELPER");
+    ASSERT_TRUE(progs.ok()) << progs.status().ToString();
+    EXPECT_EQ(cache.stats().helpers, 1);
+    EXPECT_EQ(cache.stats().builds + cache.stats().disk_hits, 4);
+    for (const auto &p : *progs)
+      EXPECT_TRUE(CreateKernel(p.get(), "op_saxpy").ok());
+    // Every binary stored, no request file or half-written store left.
+    size_t bins = 0, others = 0;
+    for (auto &e : fs::directory_iterator(dir))
+      (e.path().extension() == ".bin" ? bins : others)++;
+    EXPECT_EQ(bins, 6u);
+    EXPECT_EQ(others, 0u);
+  }
+  {
+    // Not asked for (unset, the default) or switched off: this process builds alone.
+    for (const char *value : {static_cast<const char *>(nullptr), "0"}) {
+      if (value)
+        setenv("GST_OP_BUILD_HELPER", value, 1);
+      else
+        unsetenv("GST_OP_BUILD_HELPER");
+      ProgramCache cache(device->context(), device->id(), device->caps(),
+                         (dir / (value ? "off" : "unset")).string());
+      cache.SetHelper(spec);
+      std::vector<ProgramRequest> req = {{src[0], "", "o0"}, {src[1], "", "o1"}};
+      ASSERT_TRUE(cache.BuildAll(req).ok());
+      unsetenv("GST_OP_BUILD_HELPER");
+      EXPECT_EQ(cache.stats().helpers, 0) << (value ? value : "unset");
+      EXPECT_EQ(cache.stats().builds, 2) << (value ? value : "unset");
+    }
+  }
+  fs::remove_all(dir);
 }
 
 TEST_F(ClTest, BuildErrorsNameTheProgramAndCarryTheLog) {

@@ -163,7 +163,7 @@ TEST(ModelFile, FlipsBehindAValidChecksumNeverCrash) {
       size_t pos = 12 + static_cast<size_t>(rng.Uniform(0, static_cast<float>(b.size() - 12)));
       b[pos] = static_cast<char>(b[pos] ^ (1 << ((i + f) % 8)));
     }
-    uint64_t sum = cl::Fnv1a64(std::string_view(b).substr(12));
+    uint64_t sum = ModelChecksum(std::string_view(b).substr(12));
     for (int k = 0; k < 8; k++)
       b[4 + k] = static_cast<char>((sum >> (8 * k)) & 0xff);
     auto r = ParseModel(b, "x.opm");
@@ -173,6 +173,33 @@ TEST(ModelFile, FlipsBehindAValidChecksumNeverCrash) {
       EXPECT_TRUE(ValidateModel(*r).ok());
   }
   EXPECT_GT(errors, 0);
+}
+
+// A file of the first format (checksummed byte by byte) is refused with what to do about it.
+TEST(ModelFile, FirstFormatIsNamed) {
+  auto bytes = SerializeModel(PolicyModel());
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_EQ(bytes->substr(0, 4), "OPM2");
+  std::string b = *bytes;
+  b[3] = '1';
+  ASSERT_TRUE(LooksLikeModelFile(b));
+  auto r = ParseModel(b, "old.opm");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+  EXPECT_NE(r.status().message().find("older build"), std::string::npos) << r.status().message();
+}
+
+// The checksum reads words little-endian and the last partial word byte by byte: a change to
+// any byte changes it.
+TEST(ModelFile, ChecksumSeesEveryByte) {
+  std::string p(21, '\x5a');
+  const uint64_t base = ModelChecksum(p);
+  for (size_t i = 0; i < p.size(); i++) {
+    std::string q = p;
+    q[i] = static_cast<char>(q[i] ^ 0x01);
+    EXPECT_NE(ModelChecksum(q), base) << "byte " << i;
+  }
+  EXPECT_NE(ModelChecksum(p.substr(0, 20)), base);
 }
 
 TEST(ModelFile, HostileFieldsAreNamedErrors) {
