@@ -17,8 +17,8 @@ import sys
 import numpy as np
 
 # (seed or None for the sample's scene, frame). Seed 111: 4 lanes, double line, worn paint,
-# shadows, glare, a lead cutting out, noise. Seed 118: no lead, shadows, glare, worn paint.
-CASES = [(None, 100), (111, 30), (118, 10)]
+# shadows, glare, a lead cutting out, noise. Seed 198: no lead, shadows, glare, worn paint.
+CASES = [(None, 100), (111, 30), (198, 10)]
 
 
 def main():

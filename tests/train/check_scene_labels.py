@@ -195,8 +195,8 @@ def main():
     for seed, seconds in ((105, 3.0), (115, 5.0)):  # 3 lanes: to the right from 0.22 s, left from 1.95 s
         c = check_lane_change(seed, seconds)
         print(f"ok: seed {seed}: the lane change crosses the line at frame {c}")
-    check_cut(113, 3.0)  # a lead cutting in from the left
-    check_cut(104, 5.0)  # a lead cutting out to the left (2 lanes)
+    check_cut(123, 3.0)  # a lead cutting in from the left (2 lanes)
+    check_cut(211, 5.0)  # a lead cutting out to the left (2 lanes)
     check_lanes(107, 2)
     check_lanes(102, 4)
     check_lanes(128, 4)  # ego in the rightmost of 4, changing left

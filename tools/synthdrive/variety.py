@@ -7,15 +7,17 @@
 What varies (ranges per draw): road curvature (two waves, radius down to about 150 m, S-bends
 where the waves change sign), lane width 3.0-3.9 m, shoulder 0.3-1.5 m, inner lines dashed or
 solid, the far-left line yellow or white, dash length and period, ego speed 3-33 m/s with a
-speed wave (acceleration and braking), the weave within the lane, the lead (present in 5 of 6
-drives, gap 8-90 m with two waves, never under 5 m, size and colour), camera calibration (roll/pitch/yaw within
-+-2 deg) and height 1.1-1.5 m, lighting (brightness 0.55-1.15: noon to dusk, warm tint at low
+speed wave (acceleration and braking), the weave within the lane, the lead (present in 9 of 10
+drives, mean gap 6-80 m weighted toward 15-45 m, two waves within 5-80 m, size and colour),
+camera calibration (roll/pitch/yaw within +-2 deg) and height 1.1-1.5 m, lighting (brightness 0.55-1.15: noon to dusk, warm tint at low
 light) and sensor noise; then (drawn after those, so older seeds keep them) 2-4 lanes with the ego in any of
 them, a double far-left line, a lane change by the ego (half the drives, 2.5-5 s long), the lead
 cutting in from or out to a neighbouring lane, worn paint, hard shadows across the road and sun
 glare. Not yet: several leads.
 
 Draws use numpy's PCG64 from the seed, so the same seed gives the same drive everywhere.
+
+  python3 tools/synthdrive/variety.py --stats 101-220 --seconds 1.5   # lead label statistics
 """
 
 import math
@@ -37,12 +39,14 @@ def draw(seed):
              [kmax * (1 - split), u(150.0, 400.0), u(0, 2 * math.pi)]]
     mean = u(3.0, 33.0)
     amp = u(0.0, min(mean - 1.0, 35.0 - mean, 6.0))
-    lead = bool(rng.uniform() < 5.0 / 6.0)
-    gap = u(8.0, 90.0)
-    # The gap never closes below 5 m: the waves' amplitudes sum to at most gap - 5.
-    a1 = u(0.0, min(gap - 5.0, 20.0))
+    lead = bool(rng.uniform() < 0.9)
+    gap = lead_gap_mean(u())
+    # The gap stays within 5-80 m: the waves' amplitudes sum to at most the distance from the
+    # mean to either bound.
+    room = min(gap - LEAD_GAP_RANGE[0], LEAD_GAP_RANGE[1] - gap)
+    a1 = u(0.0, min(room, 20.0))
     gap_waves = [[a1, u(6.0, 20.0), u(0, 2 * math.pi)],
-                 [u(0.0, min(4.0, gap - 5.0 - a1)), u(3.0, 6.0), u(0, 2 * math.pi)]]
+                 [u(0.0, min(4.0, room - a1)), u(3.0, 6.0), u(0, 2 * math.pi)]]
     body = [float(v) for v in rng.choice([[0.55, 0.09, 0.08], [0.12, 0.14, 0.35], [0.8, 0.8, 0.78],
                                           [0.08, 0.08, 0.09], [0.45, 0.46, 0.48]])]
     inner_dashed = bool(rng.uniform() < 0.8)
@@ -86,14 +90,15 @@ def draw(seed):
         side = -1
     t0, dur = u(-2.0, 8.0), u(2.5, 5.0)
     params["LANE_CHANGE"] = [t0, dur, side] if change and lanes > 1 else None
-    # The lead cuts in from a neighbouring lane (1 in 4) or out to one (1 in 4).
+    # The lead cuts in from a neighbouring lane (1 in 8) or out to one (1 in 8), starting
+    # between 2 s before and 3 s after the first frame, so that short drives catch it under way.
     cut = rng.uniform()
     nb = -1 if rng.uniform() < 0.5 else 1
     if not 0 <= ego_lane + nb < lanes:
         nb = -nb
-    c0, cdur = u(-1.0, 6.0), u(2.0, 4.0)
-    params["LEAD_CUT"] = ([c0, cdur, nb, 0] if cut < 0.25 else
-                          [c0, cdur, 0, nb] if cut < 0.5 else None)
+    c0, cdur = u(-2.0, 3.0), u(2.0, 4.0)
+    params["LEAD_CUT"] = ([c0, cdur, nb, 0] if cut < 0.125 else
+                          [c0, cdur, 0, nb] if cut < 0.25 else None)
     params["PAINT_WEAR"] = u(0.0, 0.6) if rng.uniform() < 0.4 else 0.0
     shadows = [u(15.0, 60.0), u(3.0, 12.0), u(0.25, 0.6), 0.0, u(1.5, 6.0)]
     shadow_side = -1 if rng.uniform() < 0.5 else 1
@@ -103,6 +108,21 @@ def draw(seed):
     glare = [u(-0.35, 0.35), u(0.02, 0.12), u(0.2, 0.6)]
     params["GLARE"] = glare if rng.uniform() < 0.25 else None
     return params
+
+
+# The lead's mean gap (m along the road): following distances, weighted toward 15-50 m.
+LEAD_GAP_RANGE = (5.0, 80.0)
+LEAD_GAP_BANDS = ((0.15, 6.0, 15.0), (0.70, 15.0, 45.0), (0.15, 45.0, 80.0))  # (share, from, to)
+
+
+def lead_gap_mean(q):
+    """The mean gap for a uniform draw q in [0, 1): uniform within each band of LEAD_GAP_BANDS,
+    each band taking its share of the draws."""
+    for share, lo, hi in LEAD_GAP_BANDS:
+        if q < share:
+            return lo + (hi - lo) * q / share
+        q -= share
+    return LEAD_GAP_BANDS[-1][2]
 
 
 def params_edges(params):
@@ -161,3 +181,59 @@ class Look:
                 c = c + self.noise * table[rows[i][:, None] + cols]
             out.append(c)
         return out
+
+
+def lead_stats(seeds, seconds):
+    """Per drive: frames with a lead in the ego's lane within 80 m, with a lead in another lane,
+    and the in-lane distances (m, ego frame X), from the scene without rendering."""
+    rows = []
+    for seed in seeds:
+        params = draw(seed)
+        apply(params)
+        frames = int(round(seconds * scene.FPS))
+        road = scene.Road(scene.ego_s(seconds) + 600.0)
+        in_lane, other, dist = 0, 0, []
+        for i in range(frames):
+            t = i / scene.FPS
+            if not scene.LEAD_PRESENT:
+                continue
+            lead = scene.Lead(road, scene.Pose(road, t), t)
+            if scene.lead_in_path(t) and lead.X < 80.0:
+                in_lane += 1
+                dist.append(lead.X)
+            else:
+                other += 1
+        rows.append((seed, frames, in_lane, other, dist))
+    return rows
+
+
+def main():
+    import argparse
+    ap = argparse.ArgumentParser(description="Lead label statistics of seeded drives.")
+    ap.add_argument("--stats", required=True, help="seeds, e.g. 101-220")
+    ap.add_argument("--seconds", type=float, default=1.5)
+    a = ap.parse_args()
+    lo, _, hi = a.stats.partition("-")
+    rows = lead_stats(range(int(lo), int(hi or lo) + 1), a.seconds)
+    frames = sum(r[1] for r in rows)
+    in_lane = sum(r[2] for r in rows)
+    other = sum(r[3] for r in rows)
+    dist = np.array([d for r in rows for d in r[4]])
+    drives = sum(1 for r in rows if r[2] > 0)
+    print(f"{len(rows)} drives of {a.seconds} s, {frames} frames")
+    print(f"drives with a lead in the ego's lane within 80 m (some frame): {drives} "
+          f"({100.0 * drives / len(rows):.0f} %)")
+    print(f"frames with a lead in the ego's lane within 80 m: {in_lane} ({100.0 * in_lane / frames:.0f} %); "
+          f"with a lead elsewhere (another lane or beyond 80 m): {other} ({100.0 * other / frames:.0f} %); "
+          f"no lead: {frames - in_lane - other} ({100.0 * (frames - in_lane - other) / frames:.0f} %)")
+    if dist.size:
+        edges = [0, 5, 15, 30, 50, 65, 80]
+        hist = np.histogram(dist, edges)[0]
+        print("in-lane lead distance (m): " + ", ".join(
+            f"{a}-{b}: {100.0 * n / dist.size:.0f} %" for a, b, n in zip(edges, edges[1:], hist)) +
+            f"; median {np.median(dist):.1f}, min {dist.min():.1f}, max {dist.max():.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -99,33 +99,50 @@ def onnxruntime_messages(drive, vision, policy, frame_ids, tensors=None):
         p = sp.run(None, {"features_buffer": queue[-97::4][None],
                           "desire_pulse": np.zeros((1, 25, 8), np.float32),
                           "traffic_convention": np.array([[1.0, 0.0]], np.float32)})[0][0]
-        plan_raw = p[ps["plan"]]
-        if plan_raw.size == 4955:
-            plan, plan_std = multi_hypothesis(plan_raw, 5, 495, 1)
-        else:
-            plan, plan_std = gaussian(plan_raw, 495)
-        plan, plan_std = plan.reshape(33, 15), plan_std.reshape(33, 15)
-        ll, ll_std = gaussian(v[vs["lane_lines"]], 264)
-        ll, ll_std = ll.reshape(4, 33, 2), ll_std.reshape(4, 33, 2)
-        re, _ = gaussian(v[vs["road_edges"]], 132)
-        re = re.reshape(2, 33, 2)
-        lead_raw = v[vs["lead"]]
-        if lead_raw.size == 102:
-            lead, lead_std = multi_hypothesis(lead_raw, 2, 24, 3)
-        else:
-            lead, lead_std = gaussian(lead_raw, 72)
-        lead, lead_std = lead.reshape(3, 6, 4), lead_std.reshape(3, 6, 4)
-        lead_prob = sigmoid(v[vs["lead_prob"]])
-        out.append(NS(
-            frameId=frame_ids[k],
-            laneLines=[NS(x=X_IDXS, y=ll[i, :, 0].tolist()) for i in range(4)],
-            laneLineProbs=sigmoid(v[vs["lane_lines_prob"]])[1::2].tolist(),
-            laneLineStds=[float(ll_std[i, 0, 0]) for i in range(4)],
-            roadEdges=[NS(x=X_IDXS, y=re[i, :, 0].tolist()) for i in range(2)],
-            leadsV3=[NS(prob=float(lead_prob[i]), x=lead[i, :, 0].tolist(),
-                        xStd=lead_std[i, :, 0].tolist(), v=lead[i, :, 2].tolist()) for i in range(3)],
-            position=NS(x=plan[:, 0].tolist(), y=plan[:, 1].tolist(), yStd=plan_std[:, 1].tolist())))
+        out.append(to_message(v, p, vs, ps, frame_ids[k]))
     return out
+
+
+def to_message(v, p, vs, ps, frame_id):
+    """A modelV2-like record (what model_accuracy_of reads) from one frame's vision and policy
+    output rows, parsed as the contract parses them; vs, ps: output name -> slice."""
+    plan_raw = p[ps["plan"]]
+    if plan_raw.size == 4955:
+        plan, plan_std = multi_hypothesis(plan_raw, 5, 495, 1)
+    else:
+        plan, plan_std = gaussian(plan_raw, 495)
+    plan, plan_std = plan.reshape(33, 15), plan_std.reshape(33, 15)
+    ll, ll_std = gaussian(v[vs["lane_lines"]], 264)
+    ll, ll_std = ll.reshape(4, 33, 2), ll_std.reshape(4, 33, 2)
+    re, _ = gaussian(v[vs["road_edges"]], 132)
+    re = re.reshape(2, 33, 2)
+    lead_raw = v[vs["lead"]]
+    if lead_raw.size == 102:
+        lead, lead_std = multi_hypothesis(lead_raw, 2, 24, 3)
+    else:
+        lead, lead_std = gaussian(lead_raw, 72)
+    lead, lead_std = lead.reshape(3, 6, 4), lead_std.reshape(3, 6, 4)
+    lead_prob = sigmoid(v[vs["lead_prob"]])
+    return NS(
+        frameId=frame_id,
+        laneLines=[NS(x=X_IDXS, y=ll[i, :, 0].tolist()) for i in range(4)],
+        laneLineProbs=sigmoid(v[vs["lane_lines_prob"]])[1::2].tolist(),
+        laneLineStds=[float(ll_std[i, 0, 0]) for i in range(4)],
+        roadEdges=[NS(x=X_IDXS, y=re[i, :, 0].tolist()) for i in range(2)],
+        leadsV3=[NS(prob=float(lead_prob[i]), x=lead[i, :, 0].tolist(),
+                    xStd=lead_std[i, :, 0].tolist(), v=lead[i, :, 2].tolist()) for i in range(3)],
+        position=NS(x=plan[:, 0].tolist(), y=plan[:, 1].tolist(), yStd=plan_std[:, 1].tolist()))
+
+
+def truth_of(gt):
+    """The frame records by frame id, and the true future path (x, y at T_IDXS) by frame id, of
+    a drive's ground truth (groundtruth.json's content)."""
+    truth = {rec["frame_id"]: rec for rec in gt["frames"]}
+    dataset.scene_for(gt["drive"])
+    lab = dataset.labels_for(gt, gt["frames"][-1]["t"])
+    plan = {rec["frame_id"]: (lab["plan"][k, :, 0].tolist(), lab["plan"][k, :, 1].tolist())
+            for k, rec in enumerate(gt["frames"])}
+    return truth, plan
 
 
 def side_by_side(title, ours, theirs):
@@ -190,11 +207,7 @@ def main():
         rlog = a.rlog
         if not os.path.isfile(rlog):
             raise SystemExit(f"evaluate: {rlog}: no such file")
-    truth = {rec["frame_id"]: rec for rec in gt["frames"]}
-    dataset.scene_for(gt["drive"])
-    lab = dataset.labels_for(gt, gt["frames"][-1]["t"])
-    plan = {rec["frame_id"]: (lab["plan"][k, :, 0].tolist(), lab["plan"][k, :, 1].tolist())
-            for k, rec in enumerate(gt["frames"])}
+    truth, plan = truth_of(gt)
     title = f"Accuracy on {os.path.basename(os.path.abspath(a.drive))}"
     table = opfleet.model_accuracy(rlog, truth, gt["drive"]["x_idxs_m"], plan)
     ours = opfleet.model_accuracy_markdown(title, table)

@@ -5,11 +5,14 @@
 # its wall time.
 #
 #   tools/train/factory.sh [OUT] [--seeds 101-104] [--seconds 2] [--steps 40] [--nproc 2]
-#       [--policy-steps 0] [--refresh 10] [--jobs 2]
+#       [--policy-steps 0] [--refresh 10] [--jobs 2] [--augment] [--pad-history P]
+#       [--holdout-every N]
 #
-# The drives are rendered as raw frames (dataset.py build --raw), --jobs at once; --policy-steps
-# and --refresh go to train.py (the last N steps train the policy alone on the final vision
-# network's hidden states; steps between hidden-state refreshes before that).
+# The drives are rendered as raw frames (dataset.py build --raw), --jobs at once; --policy-steps,
+# --refresh, --augment, --pad-history and --holdout-every go to train.py (the last N steps train
+# the policy alone on the final vision network's hidden states; steps between hidden-state
+# refreshes before that; photometric augmentation; full policy queues; the held-out sample
+# drive's accuracy every N steps, 0 = never).
 #
 # Needs torch (tools/venv.sh --models) and a build (build/). OUT defaults to /tmp/factory; the
 # rendered drives in OUT/data are reused when rerun with the same seeds and length, and training
@@ -17,6 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=/tmp/factory seeds=101-104 seconds=2 steps=40 nproc=2 policy_steps=0 refresh=10 jobs=2
+holdout_every=0 extra=()
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then out=$1; shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -27,6 +31,9 @@ while [ $# -gt 0 ]; do
     --policy-steps) policy_steps=$2; shift 2 ;;
     --refresh) refresh=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
+    --augment) extra+=(--augment); shift ;;
+    --pad-history) extra+=(--pad-history "$2"); shift 2 ;;
+    --holdout-every) holdout_every=$2; shift 2 ;;
     *) echo "factory: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -35,12 +42,16 @@ timed() { local what=$1 t0=$SECONDS; shift; "$@"; echo "factory: $what took $((S
 
 timed data $py tools/train/dataset.py build --seeds "$seeds" --seconds "$seconds" --out "$out/data" \
   --raw --jobs "$jobs"
+if [ "$holdout_every" -gt 0 ]; then
+  [ -f "$out/holdout/img.npy" ] || timed holdout-data $py tools/train/dataset.py drive samples/drive "$out/holdout"
+  extra+=(--holdout samples/drive --holdout-data "$out/holdout" --holdout-every "$holdout_every")
+fi
 # `python3 -m torch.distributed.run` is torchrun. Debian's torch 1.13 on Python 3.11 cannot parse
 # torchrun's default --redirects/--tee ("0"); naming rank 1's streams works around it.
 timed training $py -m torch.distributed.run --standalone --nproc_per_node "$nproc" \
   --redirects 1:1 --tee 1:1 --log_dir "$out/torchrun-logs" \
   tools/train/train.py --data "$out/data" --run "$out/run" --steps "$steps" \
-  --policy-steps "$policy_steps" --refresh "$refresh"
+  --policy-steps "$policy_steps" --refresh "$refresh" ${extra[@]+"${extra[@]}"}
 timed export $py tools/train/train.py --run "$out/run" --export "$out/models"
 first=${seeds%%[-,]*}
 timed export-check $py tools/train/check_export.py "$out/models" "$out/data/data_$first"

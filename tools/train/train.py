@@ -35,6 +35,13 @@ frozen vision network, which are exactly the features it sees once exported (bef
 learns on a cache that is up to --refresh steps old). Each process computes its share of a
 hidden-state refresh.
 
+Optional: --augment varies contrast, brightness and noise of the vision inputs (augment(): the
+warp's geometry is untouched); --pad-history P fills the policy queue before a drive's start with
+the drive's first hidden state for a share P of samples (short drives would otherwise show the
+policy mostly empty queues, while a replay fills it after 5 s); --holdout DRIVE prints the
+held-out drive's accuracy table figures every --holdout-every steps (and plots them), so that
+overfitting shows while training.
+
 Checkpoints (RUN/checkpoint.pt) hold the weights, the optimiser, the step, the hidden-state
 cache and the loss history; a rerun with the same RUN resumes at the saved step, and because the
 data order is a function of (seed, step) it continues at the same data position. One progress
@@ -312,15 +319,86 @@ def lr_at(step, peak, warmup, vision_steps, steps):
     return 0.0, cosine(step - vision_steps, steps - vision_steps)
 
 
-def history(cache, drive, k):
+def history(cache, drive, k, pad=False):
     """The policy's features_buffer for frame k: hidden states of frames k−96, k−92, …, k (the
-    100-entry queue's entries −97::4), zeros for frames before the drive."""
+    100-entry queue's entries −97::4), zeros for frames before the drive (as the pipeline's
+    queue starts), or with `pad` the drive's first hidden state there instead (as if the car had
+    been there before: short training drives otherwise never show the policy a full queue)."""
     out = np.zeros((25, 512), np.float32)
     for j in range(25):
         f = k - 96 + 4 * j
-        if f >= 0:
-            out[j] = cache[drive][f]
+        if f >= 0 or pad:
+            out[j] = cache[drive][max(f, 0)]
     return out
+
+
+# The model inputs' channels (docs/contract.md): per frame four subsampled Y planes, then U, V.
+Y_CHANNELS = [0, 1, 2, 3, 6, 7, 8, 9]
+
+
+def augment(img, big, rng):
+    """Photometric augmentation of a batch of opwarp tensors (B, 12, 128, 256) uint8, geometry
+    untouched: per sample one contrast (0.75-1.25 about mid-grey) and brightness (±25 levels) on
+    the Y planes of both frames and both cameras alike (one scene, one exposure), then Gaussian
+    noise (σ up to 4 levels) on every channel, rounded and clipped to uint8."""
+    out = []
+    n = len(img)
+    contrast = rng.uniform(0.75, 1.25, n).astype(np.float32)
+    bright = rng.uniform(-25.0, 25.0, n).astype(np.float32)
+    sigma = rng.uniform(0.0, 4.0, n).astype(np.float32)
+    for x in (img, big):
+        x = x.astype(np.float32)
+        y = x[:, Y_CHANNELS]
+        x[:, Y_CHANNELS] = (y - 128.0) * contrast[:, None, None, None] + 128.0 + bright[:, None, None, None]
+        x += rng.standard_normal(x.shape, dtype=np.float32) * sigma[:, None, None, None]
+        out.append(np.clip(np.rint(x), 0, 255).astype(np.uint8))
+    return out
+
+
+class Holdout:
+    """The accuracy table (tools/train/evaluate.py's) of the networks in training on a held-out
+    drive: its opwarp tensors (dataset.py drive) through the vision network, the policy over the
+    pipeline's queue, the contract's parse. A check for overfitting while training, in torch; the
+    figures that count come from the exported models through opreplay."""
+
+    KEYS = ("lane_y_20m_p50", "lane_y_20m_p90", "lead_presence_acc", "lead_distance_pct_p50",
+            "plan_y_30m_p50")
+
+    def __init__(self, drive, data):
+        import evaluate
+        self.evaluate = evaluate
+        with open(os.path.join(drive, "groundtruth.json")) as f:
+            self.gt = json.load(f)
+        self.truth, self.plan = evaluate.truth_of(self.gt)
+        self.img = np.load(os.path.join(data, "img.npy"))
+        self.big = np.load(os.path.join(data, "big_img.npy"))
+        self.ids = [rec["frame_id"] for rec in self.gt["frames"]][:len(self.img)]
+
+    @torch.no_grad()
+    def table(self, both, batch=16):
+        import opfleet
+        both.eval()
+        v_rows = []
+        nv = both.vision_scale.shape[0]
+        for i in range(0, len(self.img), batch):
+            v = both.vision(torch.from_numpy(self.img[i:i + batch]), torch.from_numpy(self.big[i:i + batch]))
+            v = torch.cat([v[:, :nv] * both.vision_scale + both.vision_shift, v[:, nv:]], dim=1)
+            v_rows.append(v.numpy())
+        v_rows = np.concatenate(v_rows)
+        h = V_OFF["hidden_state"]
+        feats = np.zeros((len(v_rows), 25, 512), np.float32)
+        queue = np.zeros((100, 512), np.float32)
+        for k in range(len(v_rows)):
+            queue[:-1] = queue[1:]
+            queue[-1] = v_rows[k, h]
+            feats[k] = queue[-97::4]
+        p_rows = both.policy(torch.from_numpy(feats), torch.zeros(len(feats), 25, 8),
+                             torch.tensor([[1.0, 0.0]]).expand(len(feats), 2))
+        p_rows = (p_rows * both.policy_scale + both.policy_shift).numpy()
+        both.train()
+        msgs = [self.evaluate.to_message(v_rows[k], p_rows[k], V_OFF, P_OFF, self.ids[k])
+                for k in range(len(v_rows))]
+        return opfleet.model_accuracy_of(msgs, self.truth, self.gt["drive"]["x_idxs_m"], self.plan)
 
 
 def desire_input(desire_state, k):
@@ -365,7 +443,9 @@ def plot(history_, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     steps = [h["step"] for h in history_]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    held = [h for h in history_ if h.get("holdout")]
+    fig, axes = plt.subplots(1, 2 if held else 1, figsize=(12 if held else 7, 4), squeeze=False)
+    ax = axes[0][0]
     for key in ("total", "vision", "policy"):
         ax.plot(steps, [h[key] for h in history_], label=key)
     ax.set_xlabel("step")
@@ -373,6 +453,18 @@ def plot(history_, path):
     ax.set_title("tools/train/train.py")
     ax.legend()
     ax.grid(alpha=0.3)
+    if held:  # the held-out drive's figures (--holdout) over the run
+        ax = axes[0][1]
+        for key, label in (("lane_y_20m_p50", "lane line at 20 m, median (m)"),
+                           ("plan_y_30m_p50", "plan at 30 m, median (m)"),
+                           ("lead_presence_acc", "lead presence accuracy")):
+            pts = [(h["step"], h["holdout"][key]) for h in held if h["holdout"].get(key) is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=label)
+        ax.set_xlabel("step")
+        ax.set_title("held-out drive")
+        ax.legend()
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
@@ -419,6 +511,17 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=10)
     ap.add_argument("--stop-after", type=int, help="exit after this step (simulates an interruption)")
     ap.add_argument("--export", metavar="OUT", help="export the checkpoint to ONNX and exit")
+    ap.add_argument("--augment", action="store_true",
+                    help="photometric augmentation of the vision inputs (see augment())")
+    ap.add_argument("--pad-history", type=float, default=0.0, metavar="P",
+                    help="share of policy samples whose queue before the drive's start holds the "
+                         "drive's first hidden state instead of zeros (see history())")
+    ap.add_argument("--holdout", metavar="DRIVE",
+                    help="a held-out drive (groundtruth.json) whose accuracy is printed every "
+                         "--holdout-every steps; needs --holdout-data")
+    ap.add_argument("--holdout-data", metavar="DIR",
+                    help="that drive's opwarp tensors (dataset.py drive DRIVE DIR)")
+    ap.add_argument("--holdout-every", type=int, default=100)
     a = ap.parse_args()
     if a.export:
         return export(a.run, a.export)
@@ -426,6 +529,8 @@ def main():
         ap.error("--data is needed for training")
     if not os.path.isdir(a.data):
         raise SystemExit(f"train: --data {a.data}: no such folder")
+    if bool(a.holdout) != bool(a.holdout_data):
+        ap.error("--holdout and --holdout-data go together")
 
     torch.set_num_threads(1)  # one core per process: the processes are the parallelism
     dist.init_process_group("gloo")
@@ -452,6 +557,9 @@ def main():
         if ck.get("schedule") != [a.lr, a.warmup, vision_steps]:
             raise SystemExit(f"train: {ckpt} was made with another schedule "
                              f"(lr, warmup, vision steps {ck.get('schedule')})")
+        if ck.get("recipe", [False, 0.0]) != [a.augment, a.pad_history]:
+            raise SystemExit(f"train: {ckpt} was made with another --augment / --pad-history "
+                             f"({ck.get('recipe', [False, 0.0])})")
         both.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         step, hist, cache, cache_step = ck["step"], ck["history"], ck["cache"], ck["cache_step"]
@@ -465,6 +573,7 @@ def main():
               f"{epoch} index {pos} of {data.n} frames ({len(data.names)} drives), {world} "
               f"processes (gloo), global batch {gb}", flush=True)
     tc = torch.tensor([[1.0, 0.0]])
+    holdout = Holdout(a.holdout, a.holdout_data) if a.holdout and rank == 0 else None
     while step < a.steps:
         t0 = time.monotonic()
         vision_on = step < vision_steps
@@ -475,11 +584,18 @@ def main():
         opt.param_groups[0]["lr"], opt.param_groups[1]["lr"] = lr_v, lr_p
         idx, epoch, pos = data.positions(a.seed, step, gb)
         mine = idx[rank::world]
+        # Augmentation draws are a function of (seed, step, rank): a resumed run draws the same.
+        rng = np.random.Generator(np.random.PCG64([a.seed, step, rank, 0x617567]))
         img = big = None
         if vision_on:
-            img = torch.from_numpy(np.stack([data.img[data.index[i][0]][data.index[i][1]] for i in mine]))
-            big = torch.from_numpy(np.stack([data.big[data.index[i][0]][data.index[i][1]] for i in mine]))
-        feats = torch.from_numpy(np.stack([history(cache, *data.index[i]) for i in mine]))
+            img = np.stack([data.img[data.index[i][0]][data.index[i][1]] for i in mine])
+            big = np.stack([data.big[data.index[i][0]][data.index[i][1]] for i in mine])
+            if a.augment:
+                img, big = augment(img, big, rng)
+            img, big = torch.from_numpy(img), torch.from_numpy(big)
+        pad = rng.uniform(size=len(mine)) < a.pad_history
+        feats = torch.from_numpy(np.stack([history(cache, *data.index[i], pad=bool(pad[j]))
+                                           for j, i in enumerate(mine)]))
         lab = {k: torch.from_numpy(np.stack([data.labels[data.index[i][0]][k][data.index[i][1]]
                                              for i in mine])) for k in data.labels[0]}
         desire = torch.from_numpy(np.stack([desire_input(data.labels[data.index[i][0]]["desire_state"],
@@ -503,13 +619,21 @@ def main():
                   f"policy {float(stats[1]):.3f}) epoch {epoch} index {pos} {dt:.2f} s/step "
                   f"{gb / dt:.1f} samples/s lr {lr_v if vision_on else lr_p:.2e}"
                   f"{'' if vision_on else ' (policy alone)'}", flush=True)
+        if holdout is not None and (step % a.holdout_every == 0 or step == a.steps):
+            t1 = time.monotonic()
+            tab = holdout.table(both)
+            hist[-1]["holdout"] = {k: tab.get(k) for k in Holdout.KEYS}
+            print(f"holdout at step {step}: " + ", ".join(
+                f"{k} {tab[k]:.3f}" if tab.get(k) is not None else f"{k} n/a" for k in Holdout.KEYS) +
+                f" ({time.monotonic() - t1:.1f} s)", flush=True)
         if step % a.ckpt_every == 0 or step == a.steps or step == a.stop_after:
             if rank == 0:
                 tmp = ckpt + ".tmp"
                 torch.save({"model": both.state_dict(), "optimizer": opt.state_dict(), "step": step,
                             "history": hist, "cache": cache, "cache_step": cache_step,
                             "data": data.names, "batch": a.batch, "world": world, "seed": a.seed,
-                            "size": a.size, "schedule": [a.lr, a.warmup, vision_steps]}, tmp)
+                            "size": a.size, "schedule": [a.lr, a.warmup, vision_steps],
+                            "recipe": [a.augment, a.pad_history]}, tmp)
                 os.replace(tmp, ckpt)
                 print(f"train: checkpoint at step {step}", flush=True)
             dist.barrier()
