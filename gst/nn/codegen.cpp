@@ -1191,6 +1191,34 @@ static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pen
     k.args.push_back(TArg(lut));
 }
 
+// What every quantized convolution kernel of the CPU profile shares once its own defines (D) and
+// re-laid-out weights (WV) are made: the input zero point, the QLinearConv epilogue, the output
+// and the launch. The defines are appended after the kernel's own, in one order for all three.
+static Status EmitQuantizedConv(Emitter &e, const Node &node, Defines &d, TensorId wv,
+                                const char *entry, std::vector<uint64_t> global, uint64_t flops) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], xz = node.input(2), y = node.outputs[0];
+  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  Pending k;
+  k.args = {TArg(x), TArg(wv)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (ql)
+    AddQLinearConvEpilogue(e, node, d, k);
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = entry;
+  OP_ASSIGN_OR_RETURN(k.source, e.Source(entry, d));
+  k.global = std::move(global);
+  k.writes = {y};
+  k.flops = flops;
+  if (Product(e.Dims(y)) != 0)
+    e.Emit(std::move(k));
+  return Status::Ok();
+}
+
 // The CPU profile's quantized depthwise convolution, stride 1 and no dilation
 // (kernels/qconv_dw.cl): conv2d_dw's blocking with the integer products summed exactly in
 // float32, which holds every partial sum while KH * KW * 255 * 255 < 2^24 (at most 258 taps).
@@ -1199,7 +1227,7 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
                           const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
-  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId wz = ql ? node.input(5) : node.input(3);
   TensorId y = node.outputs[0];
   const int64_t taps = win.kh * win.kw;
   if (win.sh != 1 || win.sw != 1 || win.dh != 1 || win.dw != 1 || taps > 258)
@@ -1229,30 +1257,10 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
   d.Int("OH", yo[2]).Int("OW", yo[3]);
   d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
   d.Int("R", rows).Int("V", v);
-  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
-  if (xz != kNoTensor)
-    d.Def("TXZ", e.Tag(xz));
-  Pending k;
-  k.args = {TArg(x), TArg(wv)};
-  if (xz != kNoTensor)
-    k.args.push_back(TArg(xz));
-  if (ql)
-    AddQLinearConvEpilogue(e, node, d, k);
-  k.args.push_back(TArg(y));
-  k.label = node.Describe();
-  k.entry = "qconv_dw";
-  auto src = e.Source("qconv_dw", d);
-  if (!src.ok()) {
-    status = src.status();
-    return true;
-  }
-  k.source = std::move(*src);
-  k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
-  k.writes = {y};
-  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * taps;
-  if (Product(e.Dims(y)) != 0)
-    e.Emit(std::move(k));
-  status = Status::Ok();
+  status = EmitQuantizedConv(
+      e, node, d, wv, "qconv_dw",
+      {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])},
+      2ull * yo[0] * yo[1] * yo[2] * yo[3] * taps);
   return true;
 }
 
@@ -1332,31 +1340,10 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("V", v).Int("PV", pv).Int("FLAT", flat);
-  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
-  if (xz != kNoTensor)
-    d.Def("TXZ", e.Tag(xz));
-  Pending k;
-  k.args = {TArg(x), TArg(wv)};
-  if (xz != kNoTensor)
-    k.args.push_back(TArg(xz));
-  if (ql)
-    AddQLinearConvEpilogue(e, node, d, k);
-  k.args.push_back(TArg(y));
-  k.label = node.Describe();
-  k.entry = "qconv_f";
-  auto src = e.Source("qconv_f", d);
-  if (!src.ok()) {
-    status = src.status();
-    return true;
-  }
-  k.source = std::move(*src);
-  k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(flat ? 1 : yo[2]),
-              CeilDiv(pixels, v * pv)};
-  k.writes = {y};
-  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
-  if (Product(e.Dims(y)) != 0)
-    e.Emit(std::move(k));
-  status = Status::Ok();
+  status = EmitQuantizedConv(e, node, d, wv, "qconv_f",
+                             {static_cast<uint64_t>(xi[0] * g * blocks),
+                              static_cast<uint64_t>(flat ? 1 : yo[2]), CeilDiv(pixels, v * pv)},
+                             2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps);
   return true;
 }
 
@@ -1370,7 +1357,7 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
 bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
-  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId wz = ql ? node.input(5) : node.input(3);
   TensorId y = node.outputs[0];
   if (e.opt.profile != cl::Profile::kCpu || w == kNoTensor || e.Dims(w).size() != 4 ||
       !e.T(e.Root(w)).is_constant() || (wz != kNoTensor && !e.T(e.Root(wz)).is_constant()))
@@ -1451,31 +1438,10 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("V", v).Int("FLAT", flat).Int("TAP_PAIRS", tap_pairs);
-  d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
-  if (xz != kNoTensor)
-    d.Def("TXZ", e.Tag(xz));
-  Pending k;
-  k.args = {TArg(x), TArg(wv)};
-  if (xz != kNoTensor)
-    k.args.push_back(TArg(xz));
-  if (ql)
-    AddQLinearConvEpilogue(e, node, d, k);
-  k.args.push_back(TArg(y));
-  k.label = node.Describe();
-  k.entry = "qconv_vec";
-  auto src = e.Source("qconv_vec", d);
-  if (!src.ok()) {
-    status = src.status();
-    return true;
-  }
-  k.source = std::move(*src);
-  k.global = {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
-              static_cast<uint64_t>(xi[0] * g * blocks)};
-  k.writes = {y};
-  k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
-  if (Product(e.Dims(y)) != 0)
-    e.Emit(std::move(k));
-  status = Status::Ok();
+  status = EmitQuantizedConv(e, node, d, wv, "qconv_vec",
+                             {CeilDiv(pixels, v), static_cast<uint64_t>(flat ? 1 : yo[2]),
+                              static_cast<uint64_t>(xi[0] * g * blocks)},
+                             2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps);
   return true;
 }
 
