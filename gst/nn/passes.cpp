@@ -199,14 +199,14 @@ Status FuseQuantizedConv(Graph &graph) {
     fused.opset = conv.opset;
     fused.attrs = conv.attrs;
     const std::string base = graph.tensor(conv.outputs[0]).name;
-    fused.inputs = {nx.inputs[0],
-                    nx.inputs[1],
-                    ExplicitZeroPoint(graph, nx.input(2), xq.dtype, base + "_x_zero_point"),
-                    nw.inputs[0],
-                    nw.inputs[1],
-                    ExplicitZeroPoint(graph, nw.input(2), wq.dtype, base + "_w_zero_point"),
-                    nq.inputs[1],
-                    ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point")};
+    // ExplicitZeroPoint may add tensors, which moves the graph's tensors: xq and wq are not read
+    // after the first call.
+    const DType xt = xq.dtype, wt = wq.dtype;
+    const TensorId xz = ExplicitZeroPoint(graph, nx.input(2), xt, base + "_x_zero_point");
+    const TensorId wz = ExplicitZeroPoint(graph, nw.input(2), wt, base + "_w_zero_point");
+    const TensorId yz = ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point");
+    fused.inputs = {nx.inputs[0], nx.inputs[1], xz,           nw.inputs[0],
+                    nw.inputs[1], wz,           nq.inputs[1], yz};
     if (bq != kNoTensor)
       fused.inputs.push_back(bq);
     fused.outputs = {nq.outputs[0]};
@@ -300,6 +300,9 @@ Status FuseQuantizedMatMul(Graph &graph) {
       cq = nc.inputs[0];
     }
     const std::string base = graph.tensor(mm.outputs[0]).name;
+    // Adding a tensor moves the graph's tensors: aq and bq are not read after the first
+    // AddTensor or ExplicitZeroPoint.
+    const DType at = aq.dtype, bt = bq.dtype;
     TensorId b_int = nb.inputs[0];
     if (trans_b) {  // B[n][k] → B[k][n], a new constant
       const int64_t kk = bq.shape[1];
@@ -308,22 +311,18 @@ Status FuseQuantizedMatMul(Graph &graph) {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < kk; ++j)
           t[static_cast<size_t>(j * n + i)] = src[static_cast<size_t>(i * kk + j)];
-      Tensor bt = MakeConstant(bq.dtype, Shape{kk, n}, std::move(t));
-      bt.name = graph.UniqueName(base + "_b_transposed");
-      b_int = graph.AddTensor(bt);
+      Tensor transposed = MakeConstant(bt, Shape{kk, n}, std::move(t));
+      transposed.name = graph.UniqueName(base + "_b_transposed");
+      b_int = graph.AddTensor(std::move(transposed));
     }
+    const TensorId az = ExplicitZeroPoint(graph, na.input(2), at, base + "_a_zero_point");
+    const TensorId bz = ExplicitZeroPoint(graph, nb.input(2), bt, base + "_b_zero_point");
+    const TensorId yz = ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point");
     Node fused;
     fused.op = OpKind::kQLinearMatMul;
     fused.name = mm.name;
     fused.opset = mm.opset;
-    fused.inputs = {na.inputs[0],
-                    na.inputs[1],
-                    ExplicitZeroPoint(graph, na.input(2), aq.dtype, base + "_a_zero_point"),
-                    b_int,
-                    nb.inputs[1],
-                    ExplicitZeroPoint(graph, nb.input(2), bq.dtype, base + "_b_zero_point"),
-                    nq.inputs[1],
-                    ExplicitZeroPoint(graph, nq.input(2), yt, base + "_y_zero_point")};
+    fused.inputs = {na.inputs[0], na.inputs[1], az, b_int, nb.inputs[1], bz, nq.inputs[1], yz};
     if (cq != kNoTensor)
       fused.inputs.push_back(cq);
     fused.outputs = {nq.outputs[0]};
@@ -927,10 +926,12 @@ Status FuseLayerNormalization(Graph &graph) {
     if (bias != kNoTensor)
       bias = full(bias, "ln_bias");
     if (scale == kNoTensor) {
-      // LayerNormalization needs a scale: ones over the normalised dims.
+      // LayerNormalization needs a scale: ones over the normalised dims. (x is looked up again:
+      // the bias above may have added a tensor, which moves them.)
+      const Tensor &xa = graph.tensor(x);
       Tensor ones = ref::FromDoubles(
-          xt.dtype, norm, std::vector<double>(static_cast<size_t>(norm.NumElements()), 1.0));
-      ones.name = graph.UniqueName(xt.name + "_ln_scale");
+          xa.dtype, norm, std::vector<double>(static_cast<size_t>(norm.NumElements()), 1.0));
+      ones.name = graph.UniqueName(xa.name + "_ln_scale");
       scale = graph.AddTensor(std::move(ones));
     }
     Node ln;
