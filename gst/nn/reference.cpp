@@ -616,7 +616,7 @@ Status RunLayout(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
         if (!t)
           continue;
         const int64_t chunk = t->shape[axis] * inner;
-        for (int64_t o = 0; o < outer; ++o)
+        for (int64_t o = 0; o < outer && chunk > 0; ++o)  // an empty input has no storage
           std::memcpy(
               Mut(y).data() + static_cast<size_t>((o * y.shape[axis] * inner + at * inner)) * es,
               t->data->data() + static_cast<size_t>(o * chunk) * es,
@@ -641,7 +641,7 @@ Status RunLayout(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
           continue;
         }
         const int64_t chunk = sizes[k] * inner;
-        for (int64_t o = 0; o < outer; ++o)
+        for (int64_t o = 0; o < outer && chunk > 0; ++o)  // an empty output has no storage
           std::memcpy(
               Mut(out[k]).data() + static_cast<size_t>(o * chunk) * es,
               x.data->data() + static_cast<size_t>(o * x.shape[axis] * inner + at * inner) * es,
@@ -725,6 +725,8 @@ Status RunLayout(const Node &n, const Inputs &in, std::vector<Tensor> &out) {
       }
       const bool upper = n.attrs.Int("upper", 1) != 0;
       const size_t r = x.shape.rank(), es = DTypeSize(x.dtype);
+      if (x.ByteSize() == 0)
+        return Status::Ok();  // nothing to copy, and no storage to copy from
       std::memcpy(Mut(y).data(), x.data->data(), x.ByteSize());
       ForEach(y.shape, [&](const std::vector<int64_t> &ix, int64_t k) {
         const int64_t diff = ix[r - 1] - ix[r - 2];
