@@ -138,6 +138,10 @@ void GstOpFrameGate::RecordLocked(GstClockTime time, int producer, int slot) {
     return;
   Decision &d = decisions_[next_decision_];
   next_decision_ = (next_decision_ + 1) % kDecisions;
+  // A decision some producer has not followed yet is forgotten: remember how late it was.
+  if (d.producer >= 0 && __builtin_popcount(d.followed) < producers_ - 1 &&
+      (!GST_CLOCK_TIME_IS_VALID(forgotten_) || d.time > forgotten_))
+    forgotten_ = d.time;
   d = Decision{time, producer, 0u, slot, slot >= 0 ? slots_[slot].generation : 0};
 }
 
@@ -165,6 +169,11 @@ int GstOpFrameGate::Admit(int producer, GstClockTime time, int max_in_flight) {
       // deadline, or left it out): this one could only be passed over there.
       return -1;
     }
+    // No twin decided within the last kDecisions: when this producer lags so far behind that
+    // its twin's decision may have been forgotten, the twin may have been dropped, and a frame
+    // admitted alone would then wait on the device for nothing. Dropped, not recorded.
+    if (GST_CLOCK_TIME_IS_VALID(forgotten_) && time < forgotten_ + kGstOpTwinWindowNs)
+      return -1;
   }
   const int slot = busy < max_in_flight ? TakeLocked() : -1;
   if (slot >= 0)

@@ -96,7 +96,9 @@ class GstOpFrameGate {
     int slot = -1;       // -1: dropped
     guint64 generation = 0;
   };
-  static constexpr int kDecisions = 16;
+  // Enough for one producer to lag kDecisions / 2 frames behind another (1.6 s at 20 Hz) and
+  // still find its twin's decision.
+  static constexpr int kDecisions = 64;
 
   GstOpFrameGate() = default;
   ~GstOpFrameGate();
@@ -113,6 +115,8 @@ class GstOpFrameGate {
   std::array<Slot, kSlots> slots_{};
   std::array<Decision, kDecisions> decisions_{};
   int next_decision_ = 0;
+  // The latest capture time of a decision overwritten before every producer followed it.
+  GstClockTime forgotten_ = GST_CLOCK_TIME_NONE;
   int producers_ = 0;
   GstOpContext *ctx_ = nullptr;  // a reference, taken by the first Track()
 };

@@ -850,6 +850,37 @@ TEST_F(Op, FrameGateAdmitsAndDropsTwinsTogether) {
   alone->Unref();
 }
 
+// A producer far behind the other (a slow decoder) still drops the twins of the other's drops,
+// also when those decisions are too old for the gate to remember one by one.
+TEST_F(Op, FrameGateLaggingTwinStillFollowsOldDrops) {
+  constexpr int kMax = int(kGstOpMaxFramesInFlight);
+  GstOpFrameGate *gate = GstOpFrameGate::New();
+  const int road = gate->AddProducer(), wide = gate->AddProducer();
+  const GstClockTime ms = GST_MSECOND;
+  std::vector<int> kept;
+  for (int i = 0; i < kMax; i++) {
+    kept.push_back(gate->Admit(road, i * 50 * ms, kMax));
+    ASSERT_GE(kept.back(), 0) << i;
+  }
+  // The device is full: the next 100 road frames are dropped, more than the 64 decisions the
+  // gate remembers.
+  constexpr int kDropped = 100;
+  for (int i = kMax; i < kMax + kDropped; i++)
+    EXPECT_EQ(gate->Admit(road, i * 50 * ms, kMax), -1) << i;
+  for (int slot : kept)
+    gate->Cancel(slot);
+  EXPECT_EQ(gate->in_flight(), 0);
+  // The wide camera comes to the twins of the first drops: there is room, but nothing would
+  // pair with them on the device.
+  EXPECT_EQ(gate->Admit(wide, kMax * 50 * ms + 2 * ms, kMax), -1) << "forgotten, still dropped";
+  EXPECT_EQ(gate->Admit(wide, (kMax + 10) * 50 * ms + 2 * ms, kMax), -1);
+  EXPECT_EQ(gate->Admit(wide, (kMax + kDropped - 1) * 50 * ms + 2 * ms, kMax), -1)
+      << "remembered, followed";
+  EXPECT_EQ(gate->in_flight(), 0);
+  EXPECT_GE(gate->Admit(wide, (kMax + kDropped) * 50 * ms, kMax), 0) << "ahead: decided alone";
+  gate->Unref();
+}
+
 TEST_F(Op, PoolStopsAndRestarts) {
   GstCaps *caps = Nv12Caps(64, 48);
   GstBufferPool *pool = ConfiguredPool(ctx_, caps, true);
