@@ -10,6 +10,7 @@ A check script imports it with its own folder's sibling on the path:
 """
 
 import ctypes
+import json
 import os
 import re
 import subprocess
@@ -147,3 +148,44 @@ def opwarp_outputs(source, role, rpy, frames=None):
         buf.unmap(info)
     pipe.set_state(Gst.State.NULL)
     return got
+
+
+def replay_accuracy(evaluate, opreplay, drive, vision, policy, extra=()):
+    """Replays DRIVE through opreplay with the two models (tools/train/evaluate.py builds the
+    accuracy table from the replay's log and the drive's ground truth) and returns our figures,
+    or None after printing why the replay or the table failed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "table.json")
+        cmd = [sys.executable, evaluate, "--drive", drive, "--replay", os.path.join(tmp, "replay"),
+               "--opreplay", opreplay, "--vision", vision, "--policy", policy, "--json", out]
+        r = subprocess.run(cmd + list(extra), capture_output=True, text=True)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            print(f"FAIL: evaluate.py exited {r.returncode}: {r.stderr.strip()}")
+            return None
+        with open(out) as f:
+            return json.load(f)["ours"]
+
+
+def compare_accuracy(got, want):
+    """Compares an accuracy table with a recorded one, printing each figure; returns the
+    failures. An error figure may move by 2 % of the recorded value plus 0.005, a share (_acc,
+    within_std) by 1 percentage point; the matched frames must be the same, and a figure recorded
+    but missing now (or the reverse) fails. Counts (_n) are not compared."""
+    failures = []
+    if got.get("frames") != want.get("frames"):
+        failures.append(f"frames: {got.get('frames')} matched, recorded {want.get('frames')}")
+    for key in sorted(set(want) | set(got)):
+        if key == "frames" or key.endswith("_n"):
+            continue
+        if key not in got or key not in want:
+            failures.append(f"{key}: {'missing now' if key not in got else 'not recorded'}")
+            continue
+        share = key.endswith("_acc") or key.endswith("within_std")
+        tol = 0.01 if share else 0.02 * abs(want[key]) + 0.005
+        ok = abs(got[key] - want[key]) <= tol
+        print(f"{'ok  ' if ok else 'FAIL'} {key}: {got[key]:.4f} (recorded {want[key]:.4f}, "
+              f"tolerance {tol:.4f})")
+        if not ok:
+            failures.append(f"{key}: {got[key]:.4f}, recorded {want[key]:.4f} (tolerance {tol:.4f})")
+    return failures

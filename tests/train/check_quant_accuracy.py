@@ -17,9 +17,10 @@ Tolerance as train-trained-accuracy's: an error figure may move by 2 % of the re
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+import optest  # noqa: E402
 
 
 def sha256(path):
@@ -55,34 +56,11 @@ def main():
         print(f"FAIL: {int8}/int8.json records no figures for the drive '{name}'")
         return 1
     want = rec["drives"][name]["int8"]
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "table.json")
-        cmd = [sys.executable, evaluate, "--drive", drive, "--replay", os.path.join(tmp, "replay"),
-               "--opreplay", opreplay, "--vision", models["vision"], "--policy", models["policy"],
-               "--precision", "int8", "--json", out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        print(r.stdout, end="")
-        if r.returncode != 0:
-            print(f"FAIL: evaluate.py exited {r.returncode}: {r.stderr.strip()}")
-            return 1
-        with open(out) as f:
-            got = json.load(f)["ours"]
-    failures = []
-    if got.get("frames") != want.get("frames"):
-        failures.append(f"frames: {got.get('frames')} matched, recorded {want.get('frames')}")
-    for key in sorted(set(want) | set(got)):
-        if key == "frames" or key.endswith("_n"):
-            continue
-        if key not in got or key not in want:
-            failures.append(f"{key}: {'missing now' if key not in got else 'not recorded'}")
-            continue
-        share = key.endswith("_acc") or key.endswith("within_std")
-        tol = 0.01 if share else 0.02 * abs(want[key]) + 0.005
-        ok = abs(got[key] - want[key]) <= tol
-        print(f"{'ok  ' if ok else 'FAIL'} {key}: {got[key]:.4f} (recorded {want[key]:.4f}, "
-              f"tolerance {tol:.4f})")
-        if not ok:
-            failures.append(f"{key}: {got[key]:.4f}, recorded {want[key]:.4f} (tolerance {tol:.4f})")
+    got = optest.replay_accuracy(evaluate, opreplay, drive, models["vision"], models["policy"],
+                                 ["--precision", "int8"])
+    if got is None:
+        return 1
+    failures = optest.compare_accuracy(got, want)
     if failures:
         print(f"FAIL: the int8 ({rec['method']}) models' accuracy moved:\n  " +
               "\n  ".join(failures))

@@ -18,9 +18,10 @@ not. A figure recorded but missing now (or the reverse) is a failure too.
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+import optest  # noqa: E402
 
 
 def main():
@@ -42,33 +43,10 @@ def main():
             print(f"FAIL: {path}: sha256 {got} is not the one trained.sha256 records "
                   f"({sums.get(os.path.basename(path))})")
             return 1
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "table.json")
-        cmd = [sys.executable, evaluate, "--drive", drive, "--replay", os.path.join(tmp, "replay"),
-               "--opreplay", opreplay, "--vision", vision, "--policy", policy, "--json", out]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        print(r.stdout, end="")
-        if r.returncode != 0:
-            print(f"FAIL: evaluate.py exited {r.returncode}: {r.stderr.strip()}")
-            return 1
-        with open(out) as f:
-            got = json.load(f)["ours"]
-    failures = []
-    if got.get("frames") != want.get("frames"):
-        failures.append(f"frames: {got.get('frames')} matched, recorded {want.get('frames')}")
-    for key in sorted(set(want) | set(got)):
-        if key == "frames" or key.endswith("_n"):
-            continue
-        if key not in got or key not in want:
-            failures.append(f"{key}: {'missing now' if key not in got else 'not recorded'}")
-            continue
-        share = key.endswith("_acc") or key.endswith("within_std")
-        tol = 0.01 if share else 0.02 * abs(want[key]) + 0.005
-        ok = abs(got[key] - want[key]) <= tol
-        print(f"{'ok  ' if ok else 'FAIL'} {key}: {got[key]:.4f} (recorded {want[key]:.4f}, "
-              f"tolerance {tol:.4f})")
-        if not ok:
-            failures.append(f"{key}: {got[key]:.4f}, recorded {want[key]:.4f} (tolerance {tol:.4f})")
+    got = optest.replay_accuracy(evaluate, opreplay, drive, vision, policy)
+    if got is None:
+        return 1
+    failures = optest.compare_accuracy(got, want)
     if failures:
         print("FAIL: the trained models' accuracy moved:\n  " + "\n  ".join(failures))
         return 1
