@@ -70,7 +70,9 @@ def reason(r):
     if r["result"] == "TIMEOUT":
         return f"timed out after {r['duration']:.0f} s"
     if r["result"] == "SKIP":
-        return out[-1].strip() if out else "(no reason printed)"
+        # The test's own last line: stderr may end in a library's warning.
+        said = [l for l in (r.get("stdout") or "").splitlines() if l.strip()] or out
+        return said[-1].strip() if said else "(no reason printed)"
     for report in reports:
         hits = [m.group(0) for m in map(report.search, out) if m]
         if hits:
