@@ -149,6 +149,15 @@ int GstOpFrameGate::Admit(int producer, GstClockTime time, int max_in_flight) {
   std::lock_guard<std::mutex> guard(lock_);
   const int busy = PollLocked();
   if (GST_CLOCK_TIME_IS_VALID(time) && producers_ > 1 && producer >= 0 && producer < 32) {
+    GstClockTime &last = last_time_[static_cast<size_t>(producer)];
+    if (GST_CLOCK_TIME_IS_VALID(last) && time < last) {
+      // Decisions from before the restart go; one another producer made after it stays.
+      for (Decision &d : decisions_)
+        if (d.producer >= 0 && d.time >= time + kGstOpTwinWindowNs)
+          d = Decision{};
+      forgotten_ = GST_CLOCK_TIME_NONE;
+    }
+    last = time;
     // The newest decision of another producer on a twin of this frame, not followed yet.
     for (int k = 1; k <= kDecisions; k++) {
       Decision &d = decisions_[(next_decision_ - k + kDecisions) % kDecisions];

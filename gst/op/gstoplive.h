@@ -100,7 +100,7 @@ class GstOpFrameGate {
   // still find its twin's decision.
   static constexpr int kDecisions = 64;
 
-  GstOpFrameGate() = default;
+  GstOpFrameGate() { last_time_.fill(GST_CLOCK_TIME_NONE); }
   ~GstOpFrameGate();
   // Frees the slots whose frames are done; the number still busy. Caller holds lock_.
   int PollLocked();
@@ -117,6 +117,9 @@ class GstOpFrameGate {
   int next_decision_ = 0;
   // The latest capture time of a decision overwritten before every producer followed it.
   GstClockTime forgotten_ = GST_CLOCK_TIME_NONE;
+  // Each producer's last capture time: one going back (a flush or seek restarts running time)
+  // drops the decisions made before it, or every later frame would look older than forgotten_.
+  std::array<GstClockTime, 32> last_time_;
   int producers_ = 0;
   GstOpContext *ctx_ = nullptr;  // a reference, taken by the first Track()
 };

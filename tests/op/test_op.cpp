@@ -877,7 +877,13 @@ TEST_F(Op, FrameGateLaggingTwinStillFollowsOldDrops) {
   EXPECT_EQ(gate->Admit(wide, (kMax + kDropped - 1) * 50 * ms + 2 * ms, kMax), -1)
       << "remembered, followed";
   EXPECT_EQ(gate->in_flight(), 0);
-  EXPECT_GE(gate->Admit(wide, (kMax + kDropped) * 50 * ms, kMax), 0) << "ahead: decided alone";
+  const int ahead = gate->Admit(wide, (kMax + kDropped) * 50 * ms, kMax);
+  EXPECT_GE(ahead, 0) << "ahead: decided alone";
+  gate->Cancel(ahead);
+  // A flush restarts running time: the old decisions, forgotten ones included, no longer hold.
+  const int restarted = gate->Admit(road, 2 * ms, kMax);
+  EXPECT_GE(restarted, 0) << "running time went back: decided afresh";
+  EXPECT_EQ(gate->Admit(wide, 3 * ms, kMax), restarted) << "and twins pair again";
   gate->Unref();
 }
 
