@@ -158,7 +158,11 @@ std::string ProgramCache::KeyOf(std::string_view source, std::string_view option
 
 StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string_view options,
                                             std::string_view label) {
-  std::string key = KeyOf(source, options);
+  return BuildKeyed(KeyOf(source, options), source, options, label);
+}
+
+StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::string_view source,
+                                                 std::string_view options, std::string_view label) {
   {
     std::lock_guard<std::mutex> guard(lock_);
     auto it = programs_.find(key);
@@ -193,30 +197,45 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
 
 StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
     const std::vector<ProgramRequest> &requests, const BuildProgress &progress) {
-  // One job per distinct key; every request points at its job.
+  // One job per distinct key; every request points at its job. Requests that share one source
+  // text and options (a model's kernels made from one template) are matched first, without
+  // hashing: a key hashes the whole source, and a model has several kernels per source.
+  std::map<std::pair<const char *, std::string_view>, size_t> job_of_text;
   std::map<std::string, size_t> job_of_key;
   std::vector<size_t> first_request;  // per job
+  std::vector<std::string> keys;      // per job
   std::vector<size_t> job_of(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
-    auto [it, inserted] =
-        job_of_key.emplace(KeyOf(requests[i].source, requests[i].options), first_request.size());
-    if (inserted)
+    const ProgramRequest &r = requests[i];
+    auto text = job_of_text.find({r.source.data(), r.options});
+    // The same address and length: the same bytes.
+    if (text != job_of_text.end() &&
+        requests[first_request[text->second]].source.size() == r.source.size()) {
+      job_of[i] = text->second;
+      continue;
+    }
+    std::string key = KeyOf(r.source, r.options);
+    auto [it, inserted] = job_of_key.emplace(key, first_request.size());
+    if (inserted) {
       first_request.push_back(i);
+      keys.push_back(std::move(key));
+    }
     job_of[i] = it->second;
+    job_of_text.emplace(std::make_pair(r.source.data(), std::string_view(r.options)), it->second);
   }
   const size_t jobs = first_request.size();
   std::vector<ProgramRequest> distinct;
   for (size_t j = 0; j < jobs; j++)
     distinct.push_back(requests[first_request[j]]);
   std::string request_file;
-  const int helper = StartHelper(distinct, &request_file);
+  const int helper = StartHelper(distinct, keys, &request_file);
   std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
   std::mutex progress_lock;
   size_t done = 0;
   // The pool takes the jobs in order, from the first: the helper builds from the last.
   ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
     const ProgramRequest &r = distinct[j];
-    built[j] = Build(r.source, r.options, r.label);
+    built[j] = BuildKeyed(keys[j], r.source, r.options, r.label);
     std::lock_guard<std::mutex> g(progress_lock);
     ++done;
     if (progress)
@@ -230,9 +249,8 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
       waitpid(helper, &status, 0);
     }
     std::remove(request_file.c_str());
-    for (const ProgramRequest &r : distinct)  // a store it left half-written
-      std::remove(
-          (dir_ + "/" + KeyOf(r.source, r.options) + ".bin.tmp" + std::to_string(helper)).c_str());
+    for (const std::string &key : keys)  // a store it left half-written
+      std::remove((dir_ + "/" + key + ".bin.tmp" + std::to_string(helper)).c_str());
   }
   std::vector<ProgramHandle> out(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
@@ -251,7 +269,7 @@ bool ProgramCache::HasBinary(std::string_view source, std::string_view options) 
 }
 
 int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
-                              std::string *request_file) {
+                              const std::vector<std::string> &keys, std::string *request_file) {
   // Only PoCL (one compilation at a time per process), with binaries on disk for the two
   // processes to share, more than one hardware thread, and two or more programs to build.
   if (!pocl_ || dir_.empty() || helper_device_.empty() || ThreadPool::DefaultThreads() < 2)
@@ -259,11 +277,11 @@ int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
   size_t missing = 0;
   {
     std::lock_guard<std::mutex> guard(lock_);
-    for (const ProgramRequest &r : requests) {
-      if (programs_.count(KeyOf(r.source, r.options)))
+    for (const std::string &key : keys) {
+      if (programs_.count(key))
         continue;
       struct stat st {};
-      if (stat((dir_ + "/" + KeyOf(r.source, r.options) + ".bin").c_str(), &st) != 0)
+      if (stat((dir_ + "/" + key + ".bin").c_str(), &st) != 0)
         missing++;
     }
   }

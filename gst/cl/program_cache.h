@@ -107,13 +107,17 @@ class ProgramCache {
 
  private:
   std::string KeyOf(std::string_view source, std::string_view options) const;
+  // Build with the key already computed (KeyOf hashes the whole source).
+  StatusOr<ProgramHandle> BuildKeyed(const std::string &key, std::string_view source,
+                                     std::string_view options, std::string_view label);
   StatusOr<ProgramHandle> BuildFromSource(std::string_view source, std::string_view options,
                                           std::string_view label);
   ProgramHandle LoadBinary(const std::string &path, const std::string &key,
                            std::string_view options);
   void StoreBinary(cl_program program, const std::string &path, const std::string &key);
-  // Starts the helper on `requests` when it is worth it; its pid, or 0.
-  int StartHelper(const std::vector<ProgramRequest> &requests, std::string *request_file);
+  // Starts the helper on `requests` (whose keys are `keys`) when it is worth it; its pid, or 0.
+  int StartHelper(const std::vector<ProgramRequest> &requests, const std::vector<std::string> &keys,
+                  std::string *request_file);
 
   cl_context context_;
   cl_device_id device_;
