@@ -11,13 +11,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string in(reinterpret_cast<const char *>(data), size);
-  if (!op::nn::LooksLikeModelFile(in)) {
-    const uint64_t sum = op::nn::ModelChecksum(in);
-    std::string file("OPM2", 4);
-    for (int i = 0; i < 8; i++)
-      file.push_back(static_cast<char>((sum >> (8 * i)) & 0xff));
-    in = file + in;
-  }
+  if (!op::nn::LooksLikeModelFile(in))
+    in = op::nn::ModelFileHeader(in) + in;
   (void)op::nn::ParseModel(in, "fuzz");
   return 0;
 }

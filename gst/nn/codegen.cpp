@@ -1870,7 +1870,7 @@ void PackWeights(const Emitter &e, size_t alignment, CompiledModel *m, Storage *
         wi.width = static_cast<uint32_t>(ImageWidth(n));
         wi.height = static_cast<uint32_t>(CeilDiv(CeilDiv(n, 4), wi.width));
         wi.half = e.StorageBytes(r) == 2;
-        PackConstant(g.tensor(r), e.Tag(r), &m->weights);
+        PackConstant(g.tensor(r), e.Tag(r), &m->weights.mutable_bytes());
         m->weights.resize(wi.offset + wi.ByteSize());  // the last row's unused texels are zero
         st->image_index[r] = static_cast<uint32_t>(m->images.size());
         m->images.push_back(wi);
@@ -1884,7 +1884,7 @@ void PackWeights(const Emitter &e, size_t alignment, CompiledModel *m, Storage *
         continue;
       align();
       st->weight_offset[r] = m->weights.size();
-      PackConstant(t, e.Tag(r), &m->weights);
+      PackConstant(t, e.Tag(r), &m->weights.mutable_bytes());
     }
   }
 }

@@ -172,10 +172,11 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
   LoadInfo local;
   if (!info)
     info = &local;
-  OP_ASSIGN_OR_RETURN(FileBytes file, ReadFileBytes(path));
-  const std::string_view bytes = file.view();
+  OP_ASSIGN_OR_RETURN(FileBytes read, ReadFileBytes(path));
+  auto file = std::make_shared<const FileBytes>(std::move(read));
+  const std::string_view bytes = file->view();
   if (LooksLikeModelFile(bytes)) {
-    OP_ASSIGN_OR_RETURN(CompiledModel m, ParseModel(bytes, path));
+    OP_ASSIGN_OR_RETURN(CompiledModel m, ParseModel(file, path));
     const std::string asked = PrecisionName(options.precision);
     if (!options.auto_precision && m.precision != asked)
       return InvalidArgument(path + " is compiled for precision " + m.precision + ", not the " +

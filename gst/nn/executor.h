@@ -69,7 +69,7 @@ class Executor {
   Status Load(const cl::BuildProgress &progress);
 
   std::shared_ptr<cl::Device> device_;
-  CompiledModel model_;
+  CompiledModel model_;  // before weights_: a unified-memory device reads its weights in place
   cl::MemHandle weights_;
   cl::MemHandle arena_;
   std::vector<cl::MemHandle> images_;

@@ -1,6 +1,6 @@
 // The compiled model in memory, and its file (.opm, schemas/model.capnp).
 //
-// A file is "OPM2", a 64-bit checksum of the payload (ModelChecksum), and the Cap'n Proto payload.
+// A file is "OPM3", a 64-bit checksum of the payload (ModelChecksum), and the Cap'n Proto payload.
 // Reading checks the checksum (a corrupted file is caught before anything is parsed), then the
 // Cap'n Proto structure (with traversal limits), then ValidateModel: every offset, size and
 // argument against the weights, the arena and the I/O sizes. The kernel sources inside a file
@@ -92,6 +92,28 @@ struct WeightImage {
   uint64_t ByteSize() const { return uint64_t{width} * height * 4 * (half ? 2 : 4); }
 };
 
+// The weights blob: bytes the model owns (as the compiler packs them), or a view of the file
+// bytes the model was read from, kept alive with it (a copy of a 47 MB blob was a ninth of a warm
+// start of the full-size vision model).
+class WeightBytes {
+ public:
+  const uint8_t *data() const { return view_ ? view_ : owned_.data(); }
+  size_t size() const { return view_ ? view_size_ : owned_.size(); }
+  bool empty() const { return size() == 0; }
+  // The owned bytes, for writers; a view is copied into them first.
+  std::vector<uint8_t> &mutable_bytes();
+  void resize(size_t n) { mutable_bytes().resize(n); }
+  // Views `size` bytes at `data`, which `keep` keeps alive.
+  void View(std::shared_ptr<const void> keep, const uint8_t *data, size_t size);
+  bool operator==(const WeightBytes &o) const;
+
+ private:
+  std::vector<uint8_t> owned_;
+  std::shared_ptr<const void> keep_;
+  const uint8_t *view_ = nullptr;
+  size_t view_size_ = 0;
+};
+
 struct CompiledModel {
   uint32_t format_version = kModelFormatVersion;
   uint64_t source_hash = 0;
@@ -103,7 +125,7 @@ struct CompiledModel {
   std::vector<TensorDesc> outputs;
   std::vector<std::string> sources;
   std::vector<KernelDesc> kernels;
-  std::vector<uint8_t> weights;
+  WeightBytes weights;
   uint64_t arena_bytes = 0;
   uint64_t intermediate_bytes = 0;
   uint32_t alignment = 128;
@@ -115,16 +137,20 @@ struct CompiledModel {
 // Checks everything a kernel launch depends on; errors are Corrupt and name the kernel/arg.
 Status ValidateModel(const CompiledModel &model);
 
-// The file's checksum of a payload: 64-bit FNV-1a over its little-endian 64-bit words (a last
-// partial word byte by byte). A word at a time, because byte-wise FNV-1a alone took a sixth of a
-// warm start of the full-size vision model (47 MB); each step is a bijection of the state, so
-// any change to one word always changes the sum.
+// The file's checksum of a payload: four 64-bit FNV-1a chains over its little-endian 64-bit
+// words (word i into chain i % 4), folded into one, then the words left over and a last partial
+// word byte by byte. Every step is a bijection of the state, so any change to one word always
+// changes the sum. ModelFileHeader: the magic and checksum a payload is written behind.
 uint64_t ModelChecksum(std::string_view payload);
+std::string ModelFileHeader(std::string_view payload);
 // Serialises to the file format (magic, checksum, Cap'n Proto payload).
 StatusOr<std::string> SerializeModel(const CompiledModel &model);
 // Parses and validates bytes in the file format; `what` names the source in errors. A payload
 // that lies 8-byte aligned (as ReadFileBytes places it) is read in place, others are copied.
 StatusOr<CompiledModel> ParseModel(std::string_view bytes, const std::string &what);
+class FileBytes;
+// The same for a whole file's bytes, whose weights the model then views instead of copying.
+StatusOr<CompiledModel> ParseModel(std::shared_ptr<const FileBytes> file, const std::string &what);
 Status WriteModelFile(const CompiledModel &model, const std::string &path);
 StatusOr<CompiledModel> ReadModelFile(const std::string &path);
 

@@ -175,31 +175,45 @@ TEST(ModelFile, FlipsBehindAValidChecksumNeverCrash) {
   EXPECT_GT(errors, 0);
 }
 
-// A file of the first format (checksummed byte by byte) is refused with what to do about it.
-TEST(ModelFile, FirstFormatIsNamed) {
+// Files of the earlier formats (checksummed byte by byte, then in one chain of words) are
+// refused with what to do about them.
+TEST(ModelFile, EarlierFormatsAreNamed) {
   auto bytes = SerializeModel(PolicyModel());
   ASSERT_TRUE(bytes.ok());
-  ASSERT_EQ(bytes->substr(0, 4), "OPM2");
-  std::string b = *bytes;
-  b[3] = '1';
-  ASSERT_TRUE(LooksLikeModelFile(b));
-  auto r = ParseModel(b, "old.opm");
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
-  EXPECT_NE(r.status().message().find("older build"), std::string::npos) << r.status().message();
+  ASSERT_EQ(bytes->substr(0, 4), "OPM3");
+  for (char version : {'1', '2'}) {
+    std::string b = *bytes;
+    b[3] = version;
+    ASSERT_TRUE(LooksLikeModelFile(b));
+    auto r = ParseModel(b, "old.opm");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCorrupt);
+    EXPECT_NE(r.status().message().find(std::string("older build (OPM") + version),
+              std::string::npos)
+        << r.status().message();
+  }
 }
 
-// The checksum reads words little-endian and the last partial word byte by byte: a change to
-// any byte changes it.
+// The checksum reads words little-endian into four chains, then the words left over and the
+// last partial word byte by byte: a change to any byte, in any chain or the tail, changes it,
+// and so does moving a word from one chain to another.
 TEST(ModelFile, ChecksumSeesEveryByte) {
-  std::string p(21, '\x5a');
-  const uint64_t base = ModelChecksum(p);
-  for (size_t i = 0; i < p.size(); i++) {
-    std::string q = p;
-    q[i] = static_cast<char>(q[i] ^ 0x01);
-    EXPECT_NE(ModelChecksum(q), base) << "byte " << i;
+  for (size_t size : {21, 101}) {  // no whole block; three blocks, a word and 5 bytes
+    std::string p(size, '\x5a');
+    const uint64_t base = ModelChecksum(p);
+    for (size_t i = 0; i < p.size(); i++) {
+      for (int bit = 0; bit < 8; bit++) {
+        std::string q = p;
+        q[i] = static_cast<char>(q[i] ^ (1 << bit));
+        EXPECT_NE(ModelChecksum(q), base) << size << " bytes, byte " << i << " bit " << bit;
+      }
+    }
+    EXPECT_NE(ModelChecksum(p.substr(0, size - 1)), base);
   }
-  EXPECT_NE(ModelChecksum(p.substr(0, 20)), base);
+  std::string a(64, '\0'), b(64, '\0');
+  a[0] = 1;  // word 0: chain 0
+  b[8] = 1;  // word 1: chain 1
+  EXPECT_NE(ModelChecksum(a), ModelChecksum(b));
 }
 
 TEST(ModelFile, HostileFieldsAreNamedErrors) {
