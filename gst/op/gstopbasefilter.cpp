@@ -144,10 +144,31 @@ static void SetContext(GstElement *element, GstContext *context) {
   GST_ELEMENT_CLASS(gst_op_base_filter_parent_class)->set_context(element, context);
 }
 
+gboolean gst_op_base_filter_ensure_context(GstOpBaseFilter *self) {
+  std::string device = gst_op_base_filter_get_device(self);
+  return gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &ImplOf(self).ctx);
+}
+
+static void DropContext(GstOpBaseFilter *self) {
+  GST_OBJECT_LOCK(self);
+  GstOpContext *ctx = ImplOf(self).ctx;
+  ImplOf(self).ctx = nullptr;
+  GST_OBJECT_UNLOCK(self);
+  if (ctx)
+    gst_object_unref(ctx);
+}
+
+static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
+  GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(gst_op_base_filter_parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL)
+    DropContext(GST_OP_BASE_FILTER(element));  // one ensured early, if start() never ran
+  return ret;
+}
+
 static gboolean Start(GstBaseTransform *trans) {
   auto *self = GST_OP_BASE_FILTER(trans);
-  std::string device = gst_op_base_filter_get_device(self);
-  if (!gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &ImplOf(self).ctx))
+  if (!gst_op_base_filter_ensure_context(self))
     return FALSE;
   auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
   if (klass->open && !klass->open(self, gst_op_base_filter_get_context(self))) {
@@ -164,12 +185,7 @@ static gboolean Stop(GstBaseTransform *trans) {
   auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
   if (klass->close)
     klass->close(self);
-  GST_OBJECT_LOCK(self);
-  GstOpContext *ctx = ImplOf(self).ctx;
-  ImplOf(self).ctx = nullptr;
-  GST_OBJECT_UNLOCK(self);
-  if (ctx)
-    gst_object_unref(ctx);
+  DropContext(self);
   return TRUE;
 }
 
@@ -291,6 +307,7 @@ static void gst_op_base_filter_class_init(GstOpBaseFilterClass *klass) {
           (GParamFlags)(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY)));
 
   element_class->set_context = SetContext;
+  element_class->change_state = ChangeState;
   trans_class->start = Start;
   trans_class->stop = Stop;
   trans_class->query = Query;

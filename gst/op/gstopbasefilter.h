@@ -52,6 +52,11 @@ G_END_DECLS
 
 // The context (valid between start() and stop()). (transfer none)
 GstOpContext *gst_op_base_filter_get_context(GstOpBaseFilter *self);
+// The context before start(), for a subclass that starts device work at NULL→READY (a network
+// loading while the rest of the pipeline starts): gst_op_ensure_context() as start() would do
+// it; start() keeps it, and READY→NULL drops it when start() never ran. FALSE after posting an
+// element error.
+gboolean gst_op_base_filter_ensure_context(GstOpBaseFilter *self);
 // The value of the device property.
 std::string gst_op_base_filter_get_device(GstOpBaseFilter *self);
 

@@ -595,6 +595,22 @@ static void GetProperty(GObject *object, guint prop_id, GValue *value, GParamSpe
   }
 }
 
+static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
+  auto *self = GST_OP_POLICY(element);
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !self->impl->model.path().empty()) {
+    // The model starts loading now, next to the other networks of the pipeline; start() takes it.
+    if (!gst_op_base_filter_ensure_context(GST_OP_BASE_FILTER(self)))
+      return GST_STATE_CHANGE_FAILURE;
+    self->impl->model.Preload(
+        gst_op_context_get_device(gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self))));
+  }
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL ||
+      (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE))
+    self->impl->model.Close();  // a preload start() never took
+  return ret;
+}
+
 static void Finalize(GObject *object) {
   auto *self = GST_OP_POLICY(object);
   delete self->impl;
@@ -662,6 +678,7 @@ static void gst_op_policy_class_init(GstOpPolicyClass *klass) {
       "convention) on an OpenCL device and runs the driving policy network",
       "gst-op");
 
+  element_class->change_state = ChangeState;
   filter_class->open = Open;
   filter_class->close = Close;
   filter_class->op_memory_output = TRUE;

@@ -634,6 +634,33 @@ static gboolean Stop(GstAggregator *agg) {
   return TRUE;
 }
 
+static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
+  auto *self = GST_OP_VISION(element);
+  Impl *impl = self->impl;
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !impl->model.path().empty()) {
+    // The model starts loading now, next to the other networks of the pipeline; start() takes it
+    // (and keeps the context made here).
+    GST_OBJECT_LOCK(self);
+    std::string device = impl->device;
+    GST_OBJECT_UNLOCK(self);
+    if (!gst_op_ensure_context(element, device.c_str(), &impl->ctx))
+      return GST_STATE_CHANGE_FAILURE;
+    impl->model.Preload(gst_op_context_get_device(impl->ctx));
+  }
+  GstStateChangeReturn ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL ||
+      (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE)) {
+    impl->model.Close();  // a preload start() never took, and its context
+    GST_OBJECT_LOCK(self);
+    GstOpContext *ctx = impl->ctx;
+    impl->ctx = nullptr;
+    GST_OBJECT_UNLOCK(self);
+    if (ctx)
+      gst_object_unref(ctx);
+  }
+  return ret;
+}
+
 static GstFlowReturn Flush(GstAggregator *agg) {
   auto *self = GST_OP_VISION(agg);
   Impl *impl = self->impl;
@@ -1242,6 +1269,7 @@ static void gst_op_vision_class_init(GstOpVisionClass *klass) {
       "gst-op");
 
   element_class->set_context = SetContext;
+  element_class->change_state = ChangeState;
   element_class->release_pad = ReleasePad;
   agg_class->start = Start;
   agg_class->stop = Stop;

@@ -2,8 +2,8 @@
 // models: outputs against onnxruntime and numpy queues (opnet_reference.py) with live desire
 // changes by property and by event, one camera, a flush restarting the temporal queues, a desire
 // change on frames that are not evaluated (first frame id, drop, pairing), an input that is not
-// a vision output, a policy model swap while PLAYING, and both elements' compile-progress
-// messages.
+// a vision output, a policy model swap while PLAYING, both elements' compile-progress
+// messages, and the models loading at NULL→READY.
 #include <map>
 
 #include "network_pipeline.h"
@@ -402,6 +402,62 @@ TEST_F(OpPolicyTest, CompileProgressIsPostedOnTheBusBeforeTheFirstOutput) {
     EXPECT_EQ(x.last, x.total) << GST_ELEMENT_NAME(e) << ": the last message says all are ready";
     EXPECT_EQ(x.messages, int(x.total)) << GST_ELEMENT_NAME(e);
   }
+}
+
+// Both networks load when the pipeline goes to READY (side by side, before any element's
+// start()): every program of both is ready while the pipeline is still in READY. start() then
+// takes what was loaded, unless the model changed meanwhile: a file set in READY is the one that
+// runs. READY→NULL with nothing started drops what was loaded.
+TEST_F(OpPolicyTest, ModelsLoadAtReadyAndAModelSetInReadyWins) {
+  const std::string vision = Model("driving_vision_small.onnx");
+  const std::string policy = Model("driving_policy_small.onnx");
+  const std::string copy = (dir / "policy_ready.onnx").string();
+  std::filesystem::copy_file(policy, copy);
+  Pipeline pl(Sources(false) + "opvision name=v precision=fp32 model=" + vision +
+              " ! oppolicy name=p precision=fp32 model=" + policy + " ! " + kSink);
+  ASSERT_TRUE(pl.road && pl.vision && pl.policy);
+  auto ready = [&](const char *when) {
+    ASSERT_EQ(gst_element_set_state(pl.get(), GST_STATE_READY), GST_STATE_CHANGE_SUCCESS) << when;
+    std::map<GstElement *, bool> complete;
+    GstBus *bus = gst_element_get_bus(pl.get());
+    while (complete.size() < 2) {
+      GstMessage *m = gst_bus_timed_pop_filtered(
+          bus, 120 * GST_SECOND, GstMessageType(GST_MESSAGE_ELEMENT | GST_MESSAGE_ERROR));
+      ASSERT_TRUE(m) << when << ": the programs of both models were not all ready in READY";
+      ASSERT_NE(GST_MESSAGE_TYPE(m), GST_MESSAGE_ERROR) << when;
+      const GstStructure *s = gst_message_get_structure(m);
+      guint done = 0, total = 0;
+      if (s && gst_structure_has_name(s, "op-compile-progress") &&
+          gst_structure_get_uint(s, "done", &done) && gst_structure_get_uint(s, "total", &total) &&
+          done == total)
+        complete[GST_ELEMENT(GST_MESSAGE_SRC(m))] = true;
+      gst_message_unref(m);
+    }
+    gst_object_unref(bus);
+    EXPECT_TRUE(complete.count(pl.vision) && complete.count(pl.policy)) << when;
+    GstState state = GST_STATE_VOID_PENDING;
+    gst_element_get_state(pl.policy, &state, nullptr, 0);
+    EXPECT_EQ(state, GST_STATE_READY) << when;
+  };
+  ready("first READY");
+  ASSERT_EQ(gst_element_set_state(pl.get(), GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+  ready("second READY");
+  g_object_set(pl.policy, "model", copy.c_str(), nullptr);
+  ASSERT_TRUE(pl.Play());
+  for (int k = 0; k < 3; k++) {
+    auto road = RandomCamera(700 + k);
+    Pipeline::Push(pl.road, CameraBuffer(road, k * kFrame, k, false));
+    GstBuffer *out = pl.Pull();
+    ASSERT_TRUE(out) << pl.Message(GST_MESSAGE_ERROR);
+    Record(k, road, road, 0, 0, out);
+    gst_buffer_unref(out);
+  }
+  gchar *active = nullptr;
+  g_object_get(pl.policy, "active-model", &active, nullptr);
+  EXPECT_EQ(std::string(active ? active : ""), copy);
+  g_free(active);
+  EXPECT_EQ(pl.Message(GST_MESSAGE_ERROR), "");
+  CheckAgainstReference("split", vision, policy);
 }
 
 }  // namespace

@@ -77,11 +77,23 @@ bool ModelSlot::Start(std::shared_ptr<cl::Device> device, const char *role, cons
   Status s = path.empty() ? NotFound("no model: set the model property to an .onnx or .opm file")
                           : Status::Ok();
   if (s.ok()) {
-    auto loaded = Load(device, path, precision);
-    if (loaded.ok())
-      current_ = std::move(loaded).value();
-    else
-      s = loaded.status();
+    // A preload of this very model is waited for; anything else it loaded is dropped.
+    if (loader_.joinable())
+      loader_.join();
+    Pending pre = TakePending();
+    if (pre.present && pre.path == path && pre.precision == precision && pre.device == device) {
+      GST_DEBUG_OBJECT(owner_, "taking the preloaded %s model", role);
+      if (pre.status.ok())
+        current_ = std::move(pre.network);
+      else
+        s = pre.status;
+    } else {
+      auto loaded = Load(device, path, precision);
+      if (loaded.ok())
+        current_ = std::move(loaded).value();
+      else
+        s = loaded.status();
+    }
   }
   if (!s.ok()) {
     GST_OP_ELEMENT_ERROR_STATUS(owner_, s, LIBRARY, INIT,
@@ -118,6 +130,18 @@ StatusOr<std::unique_ptr<Network>> ModelSlot::Load(std::shared_ptr<cl::Device> d
   return LoadNetwork(std::move(device), path, precision, progress);
 }
 
+void ModelSlot::Preload(std::shared_ptr<cl::Device> device) {
+  std::string path;
+  {
+    std::lock_guard<std::mutex> g(lock_);
+    if (open_ || path_.empty())
+      return;
+    device_ = std::move(device);
+    path = path_;
+  }
+  StartLoad(path);
+}
+
 void ModelSlot::StartLoad(const std::string &path) {
   // One load at a time: a newer path waits for the older load, whose result it then replaces.
   if (loader_.joinable())
@@ -135,6 +159,8 @@ void ModelSlot::StartLoad(const std::string &path) {
     pending_ = Pending();
     pending_.present = true;
     pending_.path = path;
+    pending_.precision = precision;
+    pending_.device = device;
     if (loaded.ok())
       pending_.network = std::move(loaded).value();
     else

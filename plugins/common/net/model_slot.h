@@ -49,8 +49,14 @@ class ModelSlot {
   // the cache) and prepares it. On failure posts an element error from the owner and closes the
   // slot: LIBRARY/INIT "Could not load the <role> model" (RESOURCE/NOT_FOUND for a missing
   // file), or CORE/NEGOTIATION "The model is not <kind>" when `prepare` rejects it.
+  // A load that Preload() started for the same path, precision and device is taken instead
+  // (waiting for it to finish), with the same errors.
   bool Start(std::shared_ptr<cl::Device> device, const char *role, const char *kind,
              const Prepare &prepare);
+  // NULL→READY: starts loading the current path (if any) in the background for Start(). A
+  // pipeline's elements change state one after another, so without it each network would load
+  // only once the element after it had loaded its own; with it they load side by side.
+  void Preload(std::shared_ptr<cl::Device> device);
   // stop(): waits for a background load, drops both networks.
   void Close();
 
@@ -74,6 +80,8 @@ class ModelSlot {
   struct Pending {
     bool present = false;  // a background load finished since the last call
     std::string path;
+    Precision precision = Precision::kAuto;
+    std::shared_ptr<cl::Device> device;
     Status status;                     // why it failed, when it did
     std::unique_ptr<Network> network;  // the new network when it loaded
   };
