@@ -574,6 +574,18 @@ def main():
     vision, policy = (full if full_ok else small)
     vision, policy = os.path.join(ROOT, vision), os.path.join(ROOT, policy)
     which = "full" if full_ok else "small"
+    # The warp first: its time per frame is part of what the pipeline's frame rate is held to.
+    log("warp")
+    warp = os.path.join(a.build, "tools/bench_warp/op-bench-warp")
+    warp_section, warp_ms = None, None
+    if os.path.exists(warp):
+        out = sh([warp] + (["--iterations", "20"] if a.quick else []))
+        warp_section = ("Warp (opwarp kernels vs OpenCV warpPerspective)",
+                        "```\n" + out.strip() + "\n```")
+        wm = re.search(r"ours: warp \+ 5-frame history\s+median\s+([\d.]+) ms", out)
+        warp_ms = float(wm.group(1)) if wm else None
+    else:
+        warp_section = ("Warp", "not measured: op-bench-warp was not built (OpenCV missing)")
     pl = pipeline(a.build, vision, policy, 200 if full_ok else 40, log)
     lines = [f"The sample drive (samples/drive, 1928×1208, both cameras), {which} models, "
              f"log written as rlog.zst. fps counts the whole process (start-up included); "
@@ -588,20 +600,31 @@ def main():
               "device time of vision and policy run from the start of a frame's first kernel to "
               "the end of its last; submission to completion also counts frames waiting in the "
               "device queue (see docs/elements-networks.md)."]
+    # What the networks and the warp allow when timed alone in this run, one after another
+    # as a frame runs them: the pipeline's frame rate is held to it.
+    alone = {os.path.join(ROOT, row["model"]): row["peers"]["ours"].get("median")
+             for row in res if not row.get("missing")}
+    vm, pm = alone.get(vision), alone.get(policy)
+    if vm and pm and warp_ms:
+        per_frame = vm + pm + warp_ms
+        allow = 1000.0 / per_frame
+        lines += ["", f"Timed alone in this run (Networks, Warp): vision {vm:.2f} + policy "
+                  f"{pm:.2f} + warp of both cameras {warp_ms:.2f} = {per_frame:.2f} ms per frame, "
+                  f"at most {allow:.1f} fps. The pipeline against it (steady fps where measured, "
+                  f"else fps; the cameras' HEVC decoding shares the cores, which the networks "
+                  f"timed alone do not):", "", "| how | fps | ÷ what the networks allow |",
+                  "|---|---|---|"]
+        for k, r in pl.items():
+            f = r.get("fps_steady") or r.get("fps")
+            if f:
+                lines.append(f"| {k} | {f:.2f} | {f / allow:.2f}× |")
     sections.append(("Pipeline", "\n".join(lines)))
 
     fm = first_message(a.build, vision, policy, log)
     sections.append((f"Time to first message ({which} models, one-frame replay)", "\n".join(
         ["| models | ms |", "|---|---|"] + [f"| {k} | {fmt_ms(v)} |" for k, v in fm.items()])))
+    sections.append(warp_section)
 
-    log("warp")
-    warp = os.path.join(a.build, "tools/bench_warp/op-bench-warp")
-    if os.path.exists(warp):
-        out = sh([warp] + (["--iterations", "20"] if a.quick else []))
-        sections.append(("Warp (opwarp kernels vs OpenCV warpPerspective)", "```\n" + out.strip()
-                         + "\n```"))
-    else:
-        sections.append(("Warp", "not measured: op-bench-warp was not built (OpenCV missing)"))
 
     if os.path.exists(os.path.join(a.build, "tests/messages/bench-msgsink")):
         rows = messages(a.build, log)
