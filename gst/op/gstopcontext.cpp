@@ -113,20 +113,23 @@ GstOpContext *gst_context_get_op_context(GstContext *context) {
   return ctx;
 }
 
-// Takes `candidate` into *ctx when it suits `device`; warns and refuses otherwise.
+// Takes `candidate` into *ctx when it suits `device`; refuses otherwise, with a warning message
+// when `post` (never from set_context: a bin calls it holding its own object lock while it
+// handles a need-context message, and posting a message then takes that lock again).
 // Consumes the reference to `candidate`.
 static gboolean AdoptContext(GstElement *element, GstOpContext *candidate, const gchar *device,
-                             GstOpContext **ctx, const char *source) {
+                             GstOpContext **ctx, const char *source, bool post) {
   if (!gst_op_context_matches(candidate, device)) {
     GST_CAT_WARNING_OBJECT(op_cat_context, element,
                            "refusing the OpenCL context for device \"%s\" from %s: this element "
                            "asked for device \"%s\"",
                            gst_op_context_get_device_string(candidate), source, device);
-    GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
-                        ("Not sharing the OpenCL context of device \"%s\" (this element asked "
-                         "for \"%s\")",
-                         gst_op_context_get_device_string(candidate), device),
-                        ("context from %s refused", source));
+    if (post)
+      GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
+                          ("Not sharing the OpenCL context of device \"%s\" (this element asked "
+                           "for \"%s\")",
+                           gst_op_context_get_device_string(candidate), device),
+                          ("context from %s refused", source));
     gst_object_unref(candidate);
     return FALSE;
   }
@@ -159,7 +162,7 @@ gboolean gst_op_handle_set_context(GstElement *element, GstContext *context, con
     gst_object_unref(candidate);
     return TRUE;
   }
-  AdoptContext(element, candidate, device, ctx, "set_context");
+  AdoptContext(element, candidate, device, ctx, "set_context", false);
   return TRUE;
 }
 
@@ -197,7 +200,12 @@ static gboolean QueryPeer(GstElement *element, GstPad *pad, gpointer user_data) 
   if (!candidate)
     return TRUE;
   const char *where = GST_PAD_IS_SRC(pad) ? "downstream" : "upstream";
-  return !AdoptContext(element, candidate, search->device, search->ctx, where);
+  return !AdoptContext(element, candidate, search->device, search->ctx, where, true);
+}
+
+gboolean gst_op_element_unstarted(GstElement *element) {
+  return GST_STATE(element) <= GST_STATE_READY &&
+         GST_STATE_PENDING(element) == GST_STATE_VOID_PENDING;
 }
 
 gboolean gst_op_ensure_context(GstElement *element, const gchar *device, GstOpContext **ctx) {
