@@ -105,10 +105,18 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
   auto *self = GST_OP_BASE_FILTER(object);
   switch (prop_id) {
     case PROP_DEVICE: {
+      // READY at most: a context opened early for another device is dropped (start() opens the
+      // new one).
       const gchar *v = g_value_get_string(value);
+      const std::string device = v && *v ? v : DEFAULT_DEVICE;
+      GstOpContext *early = nullptr;
       GST_OBJECT_LOCK(self);
-      ImplOf(self).device = v && *v ? v : DEFAULT_DEVICE;
+      if (device != ImplOf(self).device && gst_op_element_unstarted(GST_ELEMENT(self)))
+        std::swap(early, ImplOf(self).ctx);
+      ImplOf(self).device = device;
       GST_OBJECT_UNLOCK(self);
+      if (early)
+        gst_object_unref(early);
       break;
     }
     default:

@@ -51,6 +51,10 @@ GstOpContext *gst_context_get_op_context(GstContext *context);
 // element error (LIBRARY/INIT or RESOURCE/NOT_FOUND naming the device string) on failure.
 // Posts a warning when the device choice fell back (no GPU → CPU).
 gboolean gst_op_ensure_context(GstElement *element, const gchar *device, GstOpContext **ctx);
+// With the element's object lock held: TRUE when it is in NULL or READY with no state change
+// under way, so a context it holds was opened early (at NULL→READY) and nothing streams with it
+// yet; an element may then drop it when its device property changes.
+gboolean gst_op_element_unstarted(GstElement *element);
 
 // For GstElement::set_context: takes an "op.cl.context" for `device` into *ctx (if *ctx is not
 // yet set). Returns TRUE when `context` was one of ours (accepted or refused), FALSE otherwise.

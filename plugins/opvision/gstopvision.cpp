@@ -1064,11 +1064,21 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     case PROP_MODEL:
       impl->model.SetPath(g_value_get_string(value) ? g_value_get_string(value) : "");
       break;
-    case PROP_DEVICE:
+    case PROP_DEVICE: {
+      // READY at most: a context opened at NULL→READY for another device is dropped (start()
+      // opens the new one; the model loaded for the old one is loaded again).
+      GstOpContext *early = nullptr;
       GST_OBJECT_LOCK(self);
-      impl->device = g_value_get_string(value) ? g_value_get_string(value) : DEFAULT_DEVICE;
+      const std::string device =
+          g_value_get_string(value) ? g_value_get_string(value) : DEFAULT_DEVICE;
+      if (device != impl->device && gst_op_element_unstarted(GST_ELEMENT(self)))
+        std::swap(early, impl->ctx);
+      impl->device = device;
       GST_OBJECT_UNLOCK(self);
+      if (early)
+        gst_object_unref(early);
       break;
+    }
     case PROP_PRECISION:
       impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;

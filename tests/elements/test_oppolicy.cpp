@@ -460,4 +460,25 @@ TEST_F(OpPolicyTest, ModelsLoadAtReadyAndAModelSetInReadyWins) {
   CheckAgainstReference("split", vision, policy);
 }
 
+// A device set while READY is the one start() opens, though the context of the old one was
+// opened at NULL→READY: a device that does not exist fails the start and is named. (With
+// opvision's device the other element's context is also offered through the bin's set_context
+// while the bin holds its lock; refusing it once posted a warning there, and the pipeline hung.)
+TEST_F(OpPolicyTest, ADeviceSetInReadyIsTheOneStarted) {
+  for (const char *element : {"v", "p"}) {
+    Pipeline pl(Sources(false) +
+                "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
+                " ! oppolicy name=p precision=fp32 model=" + Model("driving_policy_small.onnx") +
+                " ! " + kSink);
+    ASSERT_TRUE(pl.vision && pl.policy);
+    ASSERT_EQ(gst_element_set_state(pl.get(), GST_STATE_READY), GST_STATE_CHANGE_SUCCESS);
+    g_object_set(std::string(element) == "v" ? pl.vision : pl.policy, "device", "no-such-device",
+                 nullptr);
+    EXPECT_FALSE(pl.Play()) << element;
+    const std::string error = pl.Message(GST_MESSAGE_ERROR);
+    EXPECT_NE(error.find("no-such-device"), std::string::npos) << element << ": " << error;
+    gst_element_set_state(pl.get(), GST_STATE_NULL);
+  }
+}
+
 }  // namespace
