@@ -113,23 +113,40 @@ GstOpContext *gst_context_get_op_context(GstContext *context) {
   return ctx;
 }
 
-// Takes `candidate` into *ctx when it suits `device`; refuses otherwise, with a warning message
-// when `post` (never from set_context: a bin calls it holding its own object lock while it
-// handles a need-context message, and posting a message then takes that lock again).
-// Consumes the reference to `candidate`.
+namespace {
+struct Refusal {
+  std::string offered, asked, source;
+};
+}  // namespace
+
+static void PostRefusal(GstElement *element, gpointer data) {
+  auto *r = static_cast<Refusal *>(data);
+  GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
+                      ("Not sharing the OpenCL context of device \"%s\" (this element asked for "
+                       "\"%s\")",
+                       r->offered.c_str(), r->asked.c_str()),
+                      ("context from %s refused", r->source.c_str()));
+}
+
+// Takes `candidate` into *ctx when it suits `device`; refuses otherwise, with a warning message.
+// From set_context the message is posted from another thread: a bin calls set_context holding
+// its own object lock while it handles a need-context message, and posting there takes that
+// lock again (the pipeline hung). Consumes the reference to `candidate`.
 static gboolean AdoptContext(GstElement *element, GstOpContext *candidate, const gchar *device,
-                             GstOpContext **ctx, const char *source, bool post) {
+                             GstOpContext **ctx, const char *source, bool post_now) {
   if (!gst_op_context_matches(candidate, device)) {
     GST_CAT_WARNING_OBJECT(op_cat_context, element,
                            "refusing the OpenCL context for device \"%s\" from %s: this element "
                            "asked for device \"%s\"",
                            gst_op_context_get_device_string(candidate), source, device);
-    if (post)
-      GST_ELEMENT_WARNING(element, RESOURCE, SETTINGS,
-                          ("Not sharing the OpenCL context of device \"%s\" (this element asked "
-                           "for \"%s\")",
-                           gst_op_context_get_device_string(candidate), device),
-                          ("context from %s refused", source));
+    auto *r = new Refusal{gst_op_context_get_device_string(candidate), device, source};
+    if (post_now) {
+      PostRefusal(element, r);
+      delete r;
+    } else {
+      gst_element_call_async(element, PostRefusal, r,
+                             [](gpointer data) { delete static_cast<Refusal *>(data); });
+    }
     gst_object_unref(candidate);
     return FALSE;
   }

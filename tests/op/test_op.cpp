@@ -141,7 +141,8 @@ TEST_F(Op, SetContextAcceptsMatchingAndRefusesOtherDevices) {
 
   EXPECT_TRUE(gst_op_handle_set_context(host.element, context, "no-such-device-xyz", &got));
   EXPECT_EQ(got, nullptr);
-  GstMessage *warning = host.Pop(GST_MESSAGE_WARNING);
+  // Posted from another thread (a bin may call set_context holding its own lock).
+  GstMessage *warning = gst_bus_timed_pop_filtered(host.bus, 10 * GST_SECOND, GST_MESSAGE_WARNING);
   ASSERT_NE(warning, nullptr) << "a refused context must be announced";
   GError *err = nullptr;
   gst_message_parse_warning(warning, &err, nullptr);
