@@ -150,7 +150,7 @@ StatusOr<CompiledModel> CompileImported(const std::string &path, std::string_vie
     codegen.precision = Precision::kInt8;
     codegen.fp16_compute = false;
   }
-  uint64_t hash = cl::Fnv1a64(bytes);
+  uint64_t hash = ModelChecksum(bytes);
   auto m = CompileGraph(std::move(g), codegen, options, hash);
   if (!m.ok())
     return Status(m.status()).Prepend(path);
@@ -198,7 +198,9 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
     codegen = named;
   }
   const cl::Capabilities &caps = device.caps();
-  uint64_t key = cl::Fnv1a64(bytes);
+  // The .opm checksum's four word chains: a byte-wise hash of the full-size vision model's
+  // 14 MB was 17 ms of every start from the cache.
+  uint64_t key = ModelChecksum(bytes);
   key = cl::Fnv1a64(OptionsKey(codegen, options), key);
   key =
       cl::Fnv1a64(caps.device_name + "|" + caps.driver_version + "|" + caps.platform_version, key);
