@@ -104,21 +104,10 @@ void gst_op_caps_split_by_memory(const GstCaps *caps, GstCaps **op, GstCaps **ot
 static void SetProperty(GObject *object, guint prop_id, const GValue *value, GParamSpec *pspec) {
   auto *self = GST_OP_BASE_FILTER(object);
   switch (prop_id) {
-    case PROP_DEVICE: {
-      // READY at most: a context opened early for another device is dropped (start() opens the
-      // new one).
-      const gchar *v = g_value_get_string(value);
-      const std::string device = v && *v ? v : DEFAULT_DEVICE;
-      GstOpContext *early = nullptr;
-      GST_OBJECT_LOCK(self);
-      if (device != ImplOf(self).device && gst_op_element_unstarted(GST_ELEMENT(self)))
-        std::swap(early, ImplOf(self).ctx);
-      ImplOf(self).device = device;
-      GST_OBJECT_UNLOCK(self);
-      if (early)
-        gst_object_unref(early);
+    case PROP_DEVICE:
+      gst_op_set_device(GST_ELEMENT(self), g_value_get_string(value), &ImplOf(self).device,
+                        &ImplOf(self).ctx);
       break;
-    }
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
   }
@@ -157,20 +146,11 @@ gboolean gst_op_base_filter_ensure_context(GstOpBaseFilter *self) {
   return gst_op_ensure_context(GST_ELEMENT(self), device.c_str(), &ImplOf(self).ctx);
 }
 
-static void DropContext(GstOpBaseFilter *self) {
-  GST_OBJECT_LOCK(self);
-  GstOpContext *ctx = ImplOf(self).ctx;
-  ImplOf(self).ctx = nullptr;
-  GST_OBJECT_UNLOCK(self);
-  if (ctx)
-    gst_object_unref(ctx);
-}
-
 static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
   GstStateChangeReturn ret =
       GST_ELEMENT_CLASS(gst_op_base_filter_parent_class)->change_state(element, transition);
   if (transition == GST_STATE_CHANGE_READY_TO_NULL)
-    DropContext(GST_OP_BASE_FILTER(element));  // one ensured early, if start() never ran
+    gst_op_clear_context(element, &ImplOf(GST_OP_BASE_FILTER(element)).ctx);  // one made early
   return ret;
 }
 
@@ -193,7 +173,7 @@ static gboolean Stop(GstBaseTransform *trans) {
   auto *klass = GST_OP_BASE_FILTER_GET_CLASS(self);
   if (klass->close)
     klass->close(self);
-  DropContext(self);
+  gst_op_clear_context(GST_ELEMENT(self), &ImplOf(self).ctx);
   return TRUE;
 }
 

@@ -220,9 +220,28 @@ static gboolean QueryPeer(GstElement *element, GstPad *pad, gpointer user_data) 
   return !AdoptContext(element, candidate, search->device, search->ctx, where, true);
 }
 
-gboolean gst_op_element_unstarted(GstElement *element) {
-  return GST_STATE(element) <= GST_STATE_READY &&
-         GST_STATE_PENDING(element) == GST_STATE_VOID_PENDING;
+void gst_op_clear_context(GstElement *element, GstOpContext **ctx) {
+  GST_OBJECT_LOCK(element);
+  GstOpContext *old = *ctx;
+  *ctx = nullptr;
+  GST_OBJECT_UNLOCK(element);
+  if (old)
+    gst_object_unref(old);
+}
+
+void gst_op_set_device(GstElement *element, const gchar *value, std::string *device,
+                       GstOpContext **ctx) {
+  const std::string now = value && *value ? value : "auto";
+  GstOpContext *early = nullptr;
+  GST_OBJECT_LOCK(element);
+  const bool unstarted =
+      GST_STATE(element) <= GST_STATE_READY && GST_STATE_PENDING(element) == GST_STATE_VOID_PENDING;
+  if (now != *device && unstarted)
+    std::swap(early, *ctx);
+  *device = now;
+  GST_OBJECT_UNLOCK(element);
+  if (early)
+    gst_object_unref(early);
 }
 
 gboolean gst_op_ensure_context(GstElement *element, const gchar *device, GstOpContext **ctx) {

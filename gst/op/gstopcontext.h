@@ -11,6 +11,7 @@
 #include <gst/gst.h>
 
 #include <memory>
+#include <string>
 
 #include "cl/device.h"
 #include "cl/queue.h"
@@ -51,10 +52,14 @@ GstOpContext *gst_context_get_op_context(GstContext *context);
 // element error (LIBRARY/INIT or RESOURCE/NOT_FOUND naming the device string) on failure.
 // Posts a warning when the device choice fell back (no GPU → CPU).
 gboolean gst_op_ensure_context(GstElement *element, const gchar *device, GstOpContext **ctx);
-// With the element's object lock held: TRUE when it is in NULL or READY with no state change
-// under way, so a context it holds was opened early (at NULL→READY) and nothing streams with it
-// yet; an element may then drop it when its device property changes.
-gboolean gst_op_element_unstarted(GstElement *element);
+// Takes *ctx out under the element's object lock and drops it (stop(), READY→NULL).
+void gst_op_clear_context(GstElement *element, GstOpContext **ctx);
+// A device property's setter (`value` null or empty: "auto"): stores the device string in
+// *device under the element's object lock. When it changed while the element is in NULL or
+// READY with no state change under way, a context opened early (at NULL→READY) for the old
+// device is dropped, so that start() opens the new one; a started element keeps its context.
+void gst_op_set_device(GstElement *element, const gchar *value, std::string *device,
+                       GstOpContext **ctx);
 
 // For GstElement::set_context: takes an "op.cl.context" for `device` into *ctx (if *ctx is not
 // yet set). Returns TRUE when `context` was one of ours (accepted or refused), FALSE otherwise.

@@ -651,12 +651,7 @@ static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange tran
   if (transition == GST_STATE_CHANGE_READY_TO_NULL ||
       (transition == GST_STATE_CHANGE_NULL_TO_READY && ret == GST_STATE_CHANGE_FAILURE)) {
     impl->model.Close();  // a preload start() never took, and its context
-    GST_OBJECT_LOCK(self);
-    GstOpContext *ctx = impl->ctx;
-    impl->ctx = nullptr;
-    GST_OBJECT_UNLOCK(self);
-    if (ctx)
-      gst_object_unref(ctx);
+    gst_op_clear_context(element, &impl->ctx);
   }
   return ret;
 }
@@ -1064,21 +1059,9 @@ static void SetProperty(GObject *object, guint prop_id, const GValue *value, GPa
     case PROP_MODEL:
       impl->model.SetPath(g_value_get_string(value) ? g_value_get_string(value) : "");
       break;
-    case PROP_DEVICE: {
-      // READY at most: a context opened at NULL→READY for another device is dropped (start()
-      // opens the new one; the model loaded for the old one is loaded again).
-      GstOpContext *early = nullptr;
-      GST_OBJECT_LOCK(self);
-      const std::string device =
-          g_value_get_string(value) ? g_value_get_string(value) : DEFAULT_DEVICE;
-      if (device != impl->device && gst_op_element_unstarted(GST_ELEMENT(self)))
-        std::swap(early, impl->ctx);
-      impl->device = device;
-      GST_OBJECT_UNLOCK(self);
-      if (early)
-        gst_object_unref(early);
+    case PROP_DEVICE:
+      gst_op_set_device(GST_ELEMENT(self), g_value_get_string(value), &impl->device, &impl->ctx);
       break;
-    }
     case PROP_PRECISION:
       impl->model.SetPrecision(static_cast<op::net::Precision>(g_value_get_enum(value)));
       break;
