@@ -198,8 +198,8 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
     codegen = named;
   }
   const cl::Capabilities &caps = device.caps();
-  // The .opm checksum's four word chains: a byte-wise hash of the full-size vision model's
-  // 14 MB was 17 ms of every start from the cache.
+  // The .opm checksum's four word chains: with a byte-wise hash of the full-size vision ONNX
+  // (14 MB) a start from the cache spent 48-51 ms in its model step, with this 34-36 ms.
   uint64_t key = ModelChecksum(bytes);
   key = cl::Fnv1a64(OptionsKey(codegen, options), key);
   key =

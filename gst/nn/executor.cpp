@@ -106,7 +106,7 @@ Status Executor::Load(const cl::BuildProgress &progress) {
   // (a file's bytes, read once): no copy of tens of megabytes at start (PoCL: 28 ms of a warm
   // start of the full-size vision model). model_ outlives weights_ and is never written.
   const cl_mem_flags placement =
-      caps.unified_memory && !pad.size() ? CL_MEM_USE_HOST_PTR : CL_MEM_COPY_HOST_PTR;
+      caps.unified_memory && pad.empty() ? CL_MEM_USE_HOST_PTR : CL_MEM_COPY_HOST_PTR;
   weights_ = cl::MemHandle(clCreateBuffer(device_->context(), CL_MEM_READ_ONLY | placement, wbytes,
                                           const_cast<void *>(wdata), &err));
   if (err != CL_SUCCESS)

@@ -404,8 +404,9 @@ TEST_F(OpPolicyTest, CompileProgressIsPostedOnTheBusBeforeTheFirstOutput) {
   }
 }
 
-// Both networks load when the pipeline goes to READY (side by side, before any element's
-// start()): every program of both is ready while the pipeline is still in READY. start() then
+// Both networks load when the pipeline goes to READY, before any element's start(): every
+// program of both is ready while the pipeline is still in READY (that they overlap in time is
+// measured, not tested: docs/devices.md). start() then
 // takes what was loaded, unless the model changed meanwhile: a file set in READY is the one that
 // runs. READY→NULL with nothing started drops what was loaded.
 TEST_F(OpPolicyTest, ModelsLoadAtReadyAndAModelSetInReadyWins) {
