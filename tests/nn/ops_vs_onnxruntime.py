@@ -4,7 +4,8 @@
 Usage: ops_vs_onnxruntime.py OPC [--keep DIR] [--filter NAME[,NAME...]] [--device]
 
 For each case this builds a single-op ONNX model (onnx.helper) with odd shapes (1, 3, 13, 127),
-random inputs, runs it in onnxruntime (the independent expectation), then runs `OPC run
+random inputs, runs it in onnxruntime (the independent expectation; integer products of uint8
+and int8 on the uint8-weight twin, ort_exact.py), then runs `OPC run
 --reference` on the same files and compares (with --device: `OPC run` on the OpenCL device,
 exit 77 without one; the device test runs the quantization cases this way). Exit status 1 on any mismatch, 77 without
 onnxruntime.
@@ -33,6 +34,8 @@ try:
 except ImportError as e:
     print(f"SKIP: {e}")
     sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
+from ort_exact import uint8_weights_twin  # noqa: E402
 
 EXACT = (0.0, 0.0)
 ULP = (2e-6, 1e-7)
@@ -357,9 +360,12 @@ def main():
         os.makedirs(d, exist_ok=True)
         model = os.path.join(d, "model.onnx")
         build(c, model)
-        sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
         feeds = {n: a for n, a in c["inputs"]}
-        want = sess.run(None, feeds)
+        # onnxruntime's uint8 x int8 products saturate on x86 without VNNI: it runs the
+        # uint8-weight twin, which is exact everywhere (ort_exact.py).
+        twin, ort_feeds = uint8_weights_twin(onnx.load(model), feeds)
+        sess = ort.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"])
+        want = sess.run(None, ort_feeds)
         args = [opc, "run", model, "--output-dir", os.path.join(d, "out")]
         if not device:
             args.append("--reference")
