@@ -180,6 +180,7 @@ StatusOr<Capabilities> QueryCapabilities(cl_platform_id platform, cl_device_id d
   c.global_mem_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE);
   c.max_alloc_bytes = DeviceValue<cl_ulong>(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
   c.compute_units = DeviceValue<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS);
+  c.native_float_lanes = DeviceValue<cl_uint>(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT);
   c.qcom_dmabuf = c.HasExtension("cl_qcom_dmabuf_host_ptr");
   c.khr_dmabuf = c.HasExtension("cl_khr_external_memory_dma_buf");
   c.arm_import = c.HasExtension("cl_arm_import_memory");

@@ -43,6 +43,9 @@ struct Capabilities {
   cl_ulong global_mem_bytes = 0;
   cl_ulong max_alloc_bytes = 0;
   cl_uint compute_units = 0;
+  // CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT: the float lanes of one SIMD register (PoCL reports
+  // 16 on AVX-512, 8 on AVX/AVX2, 4 on SSE or NEON); 0 where the driver does not say.
+  cl_uint native_float_lanes = 0;
 
   // DMABuf import paths (chosen in this order when present).
   bool qcom_dmabuf = false;  // cl_qcom_dmabuf_host_ptr

@@ -49,6 +49,14 @@ CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precisio
   o.image_weights = o.profile == cl::Profile::kAdreno && caps.images;
   o.alignment = std::max<uint64_t>(caps.base_address_align_bits / 8, 16);
   o.device_name = caps.device_name;
+  if (caps.is_cpu && (caps.native_float_lanes == 4 || caps.native_float_lanes == 8)) {
+    o.simd_lanes = static_cast<int>(caps.native_float_lanes);
+    // A CPU device is the host's own processor: x86 below AVX-512 has 16 vector registers
+    // (xmm/ymm 0-15); AArch64's NEON has 32.
+#if defined(__x86_64__) || defined(__i386__)
+    o.simd_registers = 16;
+#endif
+  }
   return o;
 }
 
@@ -392,17 +400,20 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
   // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16).
-  int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
+  const int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
   // A flat 1x1 run computes two pixel vectors per work-item where it has them, each weight
   // broadcast feeding two FMAs.
   const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
-  // Channels per work-item: as many accumulators as the 32 vector registers of AVX-512 hold
-  // beside the inputs (OCB x PV <= 24: 16 channels of one pixel vector, 12 of two), where they
-  // divide the group's channels (no block half empty); else at most 8.
-  int64_t ocb = std::min<int64_t>(ocg, 8);
-  for (int64_t cand : {16, 12})
-    if (cand * pv <= 24 && ocg % cand == 0) {
-      ocb = cand;
+  // Channels per work-item: as many accumulators as three quarters of the SIMD registers hold
+  // (the rest keep the inputs and the broadcast weight: 24 on AVX-512, where 16 channels of
+  // one pixel vector or 12 of two fit; 12 on AVX2, where a 16-wide vector takes two), where
+  // they divide the group's channels (no block half empty); else at most 8.
+  const int64_t regs_per_acc = pv * CeilDiv(v, e.opt.simd_lanes);
+  const int64_t budget = e.opt.simd_registers * 3 / 4;
+  int64_t ocb = std::min<int64_t>({ocg, 8, std::max<int64_t>(budget / regs_per_acc, 1)});
+  for (int64_t cand : {16, 12, 8, 6})
+    if (cand * regs_per_acc <= budget && ocg % cand == 0) {
+      ocb = std::max(ocb, cand);
       break;
     }
   const int64_t blocks = CeilDiv(ocg, ocb);

@@ -31,11 +31,17 @@ struct CodegenOptions {
   // Arena offsets and weight offsets are aligned to this (the device's base address alignment).
   uint64_t alignment = 128;
   std::string device_name;
+  // The CPU profile's register blocking: float lanes per SIMD register and how many such
+  // registers there are. The defaults are AVX-512's (16 and 32); AVX/AVX2 has 8 and 16, and a
+  // block sized for AVX-512 spills there.
+  int simd_lanes = 16;
+  int simd_registers = 32;
 };
 
 // The options for a device: the profile from its capability record; fp16 compute only with
 // cl_khr_fp16; image weights on adreno with image support; alignment from
-// CL_DEVICE_MEM_BASE_ADDR_ALIGN.
+// CL_DEVICE_MEM_BASE_ADDR_ALIGN; for a CPU, the SIMD lanes from
+// CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT and the register count they imply.
 CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precision);
 // The options for a named profile ("cpu", "adreno", "amd") without a device: the capabilities
 // such a device is assumed to have (adreno: fp16 and images; amd: neither).

@@ -30,7 +30,7 @@ const UnarySnippet kUnary[] = {
     {OpKind::kSigmoid, "nn_sigmoid($x)", nullptr},
     {OpKind::kHardSigmoid, "nn_hard_sigmoid($x, $a, $b)", nullptr},
     {OpKind::kHardSwish, "nn_hard_swish($x)", nullptr},
-    {OpKind::kTanh, "tanh($x)", nullptr},
+    {OpKind::kTanh, "nn_tanh($x)", nullptr},
     {OpKind::kErf, "erf($x)", nullptr},
     {OpKind::kSoftplus, "nn_softplus($x)", nullptr},
     {OpKind::kClip, "fmin(fmax($x, $a), $b)", "min(max($x, (long)($a)), (long)($b))"},

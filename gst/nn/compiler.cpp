@@ -66,6 +66,7 @@ std::string OptionsKey(const CodegenOptions &c, const CompileOptions &o) {
   std::string k = Hex(CompilerFingerprint()) + "|" + std::string(cl::ProfileName(c.profile)) + "|" +
                   PrecisionName(c.precision) + "|" + (c.fp16_compute ? "h" : "-") +
                   (c.image_weights ? "i" : "-") + "|" + std::to_string(c.alignment) + "|" +
+                  std::to_string(c.simd_lanes) + "x" + std::to_string(c.simd_registers) + "|" +
                   (o.fuse ? "fuse" : "nofuse") + (o.auto_precision ? "|auto" : "");
   for (const auto &[name, shape] : o.shapes)
     k += "|" + name + "=" + shape.ToString();
@@ -191,6 +192,10 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
                         OptionsForProfile(options.profile, options.precision));
     named.alignment = codegen.alignment;
     named.device_name = codegen.device_name;
+    if (named.profile == codegen.profile) {  // the device's own blocking, not the defaults
+      named.simd_lanes = codegen.simd_lanes;
+      named.simd_registers = codegen.simd_registers;
+    }
     if (named.fp16_compute && !device.caps().fp16)
       named.fp16_compute = false;  // half arithmetic needs cl_khr_fp16; storage alone does not
     if (named.image_weights && !device.caps().images)

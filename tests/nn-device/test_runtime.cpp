@@ -422,6 +422,70 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
   }
 }
 
+// The CPU profile's register blocking follows the SIMD width it is given: for AVX2 (8 lanes, 16
+// registers) no convolution keeps more than 12 registers of accumulators, for AVX-512 (16 and
+// 32) the blocks are larger, and both give the same values (each output's sum runs over the
+// same inputs in the same order; only how many outputs a work-item holds changes).
+TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  std::vector<Tensor> feeds;
+  Rng rng(22);
+  for (TensorId id : g->inputs) {
+    const Tensor &t = g->tensor(id);
+    Bytes b(t.ByteSize());
+    for (uint8_t &v : b)
+      v = static_cast<uint8_t>(rng.Uniform(0, 256));
+    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
+    feeds.back().name = t.name;
+  }
+  auto define = [](const std::string &src, const std::string &name) {
+    size_t at = src.find("#define " + name + " ");
+    return at == std::string::npos ? -1 : std::stoi(src.substr(at + 9 + name.size()));
+  };
+  std::vector<std::vector<Tensor>> results;
+  std::vector<int> widest;
+  for (auto [lanes, regs] : {std::pair{16, 32}, std::pair{8, 16}}) {
+    auto opt = OptionsForProfile("cpu", Precision::kFp32);
+    ASSERT_TRUE(opt.ok());
+    opt->simd_lanes = lanes;
+    opt->simd_registers = regs;
+    auto m = GenerateCode(*g, *opt);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    int most = 0, convs = 0;
+    for (const std::string &src : m->sources) {
+      if (src.find("conv2d_vec(") == std::string::npos)
+        continue;
+      convs++;
+      const int v = define(src, "V"), pv = define(src, "PV"), ocb = define(src, "OCB");
+      ASSERT_GT(v * pv * ocb, 0) << src.substr(0, 400);
+      const int accumulator_regs = ocb * pv * ((v + lanes - 1) / lanes);
+      EXPECT_LE(accumulator_regs, regs * 3 / 4) << lanes << " lanes: OCB " << ocb << ", PV " << pv;
+      most = std::max(most, ocb * pv);
+    }
+    EXPECT_GT(convs, 0);
+    widest.push_back(most);
+    auto e = Executor::Create(dev.device, *m);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto out = (*e)->RunHost(dev.queue, feeds);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    results.push_back(*out);
+  }
+  EXPECT_GT(widest[0], widest[1]) << "AVX-512 blocks hold more channels than AVX2's";
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t o = 0; o < results[0].size(); o++) {
+    const Tensor &a = results[0][o], &b = results[1][o];
+    ASSERT_EQ(a.shape, b.shape);
+    for (int64_t i = 0; i < a.shape.NumElements(); i++)
+      ASSERT_EQ(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)))
+          << "output " << o << " element " << i;
+  }
+}
+
 }  // namespace
 
 namespace {

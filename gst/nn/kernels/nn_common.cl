@@ -89,6 +89,31 @@ inline float nn_softplus(float x) {
   return x > 20.0f ? x : log1p(exp(x));
 }
 
+// tanh for scalars and float vectors, within 1.5 ulps of the true value (measured in float32
+// on a million points of [-12, 12]). PoCL's builtin tanh is slow on AVX2: the full-size vision
+// network's GELUs took 61.5 ms per run with it, 53.8 ms with this (an AVX2 EPYC). Below 0.55,
+// tanh(a) = a + a^3 P(a^2) with P a degree-4 least-squares fit of (tanh(a) - a) / a^3 under
+// relative weights; above, (1 - e^-2a) / (1 + e^-2a), where 1 - e^-2a >= 2/3 loses nothing to
+// cancellation. NaN stays NaN, +-inf gives +-1, -0 stays -0.
+#define NN_DEFINE_TANH(T)                                                   \
+  inline T __attribute__((overloadable)) nn_tanh(T x) {                     \
+    const T a = fabs(x);                                                    \
+    const T e = exp(-2.0f * a);                                             \
+    const T big = (1.0f - e) / (1.0f + e);                                  \
+    const T a2 = a * a;                                                     \
+    T p = fma(a2, (T)(-0.006264368072152138f), (T)(0.021064136177301407f)); \
+    p = fma(a2, p, (T)(-0.05385029688477516f));                             \
+    p = fma(a2, p, (T)(0.13332565128803253f));                              \
+    p = fma(a2, p, (T)(-0.33333316445350647f));                             \
+    const T small = fma(a * a2, p, a);                                      \
+    return copysign(a < 0.55f ? small : big, x);                            \
+  }
+NN_DEFINE_TANH(float)
+NN_DEFINE_TANH(float2)
+NN_DEFINE_TANH(float4)
+NN_DEFINE_TANH(float8)
+NN_DEFINE_TANH(float16)
+
 // Integer division and modulo that never trap (a zero divisor gives 0, as a GPU would rather
 // than a CPU's SIGFPE): ONNX leaves it undefined, we keep it harmless.
 inline long nn_idiv(long a, long b) {
