@@ -338,8 +338,9 @@ bool VectorStorable(const std::string &tag) {
   return tag == "f32" || tag == "f16";
 }
 
-// The CPU profile's depthwise convolution, stride 1 and no dilation (kernels/conv2d_dw.cl): R
-// output rows of V pixels per work-item, each input row loaded once for all of them.
+// The CPU profile's depthwise convolution (kernels/conv2d_dw.cl): one input channel per group
+// and up to four output channels of it, stride 1 or 2, no dilation. M channels x R output rows
+// of V pixels per work-item, each input row loaded once for all of them.
 Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   TensorId x = node.inputs[0], w = node.inputs[1], b = node.input(2);
   TensorId res = node.op == OpKind::kFusedConv ? node.input(3) : kNoTensor;
@@ -352,7 +353,8 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(cs.out));
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OH", yo[2]).Int("OW", yo[3]);
-  d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
+  d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
+  d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
@@ -394,7 +396,9 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const auto &xi = cs.xi, &yo = cs.yo;
   const Window &win = cs.win;
   const int64_t g = cs.g, cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw;
-  if (cg == 1 && ocg == 1 && win.sh == 1 && win.sw == 1 && win.dh == 1 && win.dw == 1)
+  // Depthwise with a small channel multiplier: conv2d_vec's channel blocks would be one or two
+  // channels wide, each input vector feeding as few FMAs.
+  if (cg == 1 && ocg <= 4 && win.sh <= 2 && win.sw <= 2 && win.dh == 1 && win.dw == 1)
     return LowerConvDw(e, node, cs);
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
@@ -1230,10 +1234,11 @@ static Status EmitQuantizedConv(Emitter &e, const Node &node, Defines &d, Tensor
   return Status::Ok();
 }
 
-// The CPU profile's quantized depthwise convolution, stride 1 and no dilation
-// (kernels/qconv_dw.cl): conv2d_dw's blocking with the integer products summed exactly in
-// float32, which holds every partial sum while KH * KW * 255 * 255 < 2^24 (at most 258 taps).
-// Weights re-laid out as float32 w - wzp[c], [C][KH][KW].
+// The CPU profile's quantized depthwise convolution (kernels/qconv_dw.cl): one input channel
+// per group and up to four output channels of it, stride 1 or 2, no dilation; conv2d_dw's
+// blocking with the integer products summed exactly in float32, which holds every partial sum
+// while KH * KW * 255 * 255 < 2^24 (at most 258 taps). Weights re-laid out as float32
+// w - wzp[m], [OC][KH][KW].
 bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t, 4> &xi,
                           const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
@@ -1241,32 +1246,33 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
   TensorId wz = ql ? node.input(5) : node.input(3);
   TensorId y = node.outputs[0];
   const int64_t taps = win.kh * win.kw;
-  if (win.sh != 1 || win.sw != 1 || win.dh != 1 || win.dw != 1 || taps > 258)
+  if (win.sh > 2 || win.sw > 2 || win.dh != 1 || win.dw != 1 || taps > 258)
     return false;
   const Tensor &wsrc = e.T(e.Root(w));
   const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
-  const int64_t c_count = xi[1];
-  std::vector<float> shifted(static_cast<size_t>(c_count * taps));
-  for (int64_t c = 0; c < c_count; c++) {
+  const int64_t oc_count = yo[1];
+  std::vector<float> shifted(static_cast<size_t>(oc_count * taps));
+  for (int64_t m = 0; m < oc_count; m++) {
     const double zp = wzt == nullptr
                           ? 0.0
                           : static_cast<double>(ref::GetReal(
-                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(c)));
+                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
     for (int64_t t = 0; t < taps; t++)
-      shifted[static_cast<size_t>(c * taps + t)] = static_cast<float>(
-          static_cast<double>(ref::GetReal(wsrc, static_cast<size_t>(c * taps + t))) - zp);
+      shifted[static_cast<size_t>(m * taps + t)] = static_cast<float>(
+          static_cast<double>(ref::GetReal(wsrc, static_cast<size_t>(m * taps + t))) - zp);
   }
   Bytes wt(shifted.size() * 4);
   std::memcpy(wt.data(), shifted.data(), wt.size());
   TensorId wv =
-      e.NewConstant(wsrc.name + "_qdw", DType::kFloat32, {c_count, win.kh, win.kw}, std::move(wt));
+      e.NewConstant(wsrc.name + "_qdw", DType::kFloat32, {oc_count, win.kh, win.kw}, std::move(wt));
   const int64_t v = yo[3] >= 16 ? 16 : (yo[3] >= 8 ? 8 : 4);
   const int64_t rows = std::min<int64_t>(yo[2], 4);
   Defines d;
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
   d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
   d.Int("OH", yo[2]).Int("OW", yo[3]);
-  d.Int("KH", win.kh).Int("KW", win.kw).Int("PH", win.ph).Int("PW", win.pw);
+  d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
+  d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v);
   status = EmitQuantizedConv(
       e, node, d, wv, "qconv_dw",
@@ -1362,9 +1368,9 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
 // pixels per work-item, input channels in pairs, the constant weights re-laid out as
 // wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
 // shifted weight fits, else int32), so that each output channel's weight pair is one load.
-// Needs 2-D, constant weights and a constant (or absent) weight zero point. Depthwise (stride 1)
-// and every convolution whose sums float32 holds exactly go to qconv_dw / qconv_f first; this
-// kernel takes the rest.
+// Needs 2-D, constant weights and a constant (or absent) weight zero point. Depthwise (stride 1
+// or 2, up to four output channels per input channel) and every convolution whose sums float32
+// holds exactly go to qconv_dw / qconv_f first; this kernel takes the rest.
 bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
@@ -1387,7 +1393,7 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
     return false;
   const Window win = *win_or;
   const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw, pairs = (cg + 1) / 2;
-  if (cg == 1 && ocg == 1 && LowerQuantizedConvDw(e, node, xi, yo, win, status))
+  if (cg == 1 && ocg <= 4 && LowerQuantizedConvDw(e, node, xi, yo, win, status))
     return true;
   if (LowerQuantizedConvF(e, node, xi, yo, win, status))
     return true;

@@ -257,6 +257,36 @@ std::vector<Case> Cases() {
                  b.Output(b.Add(OpKind::kConv, {x, w},
                                 A({{"pads", Ints{0, 1, 2, 3}}, {"group", int64_t{3}}})));
                }});
+  // Stride 2 (taps from the even and odd lanes of double-width loads) and channel multipliers
+  // (M output channels of one input channel): interior and edge segments, partial vectors.
+  c.push_back(
+      {"Conv_depthwise_7x7_s2_multiplier_2_wide_rows", [](Builder &b) {
+         TensorId x = b.Input("x", {1, 4, 13, 70});
+         TensorId w = b.Weights({8, 1, 7, 7});
+         TensorId bias = b.Weights({8});
+         b.Output(b.Add(
+             OpKind::kConv, {x, w, bias},
+             A({{"pads", Ints{3, 3, 3, 3}}, {"strides", Ints{2, 2}}, {"group", int64_t{4}}})));
+       }});
+  c.push_back(
+      {"Conv_depthwise_3x3_s2_two_images", [](Builder &b) {
+         TensorId x = b.Input("x", {2, 3, 10, 37});
+         TensorId w = b.Weights({3, 1, 3, 3});
+         b.Output(b.Add(
+             OpKind::kConv, {x, w},
+             A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{3}}})));
+       }});
+  c.push_back({"FusedConv_depthwise_5x4_strides_1x2_multiplier_3_relu_residual", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 2, 9, 40});
+                 TensorId r = b.Input("r", {1, 6, 9, 20});
+                 TensorId w = b.Weights({6, 1, 5, 4});
+                 TensorId bias = b.Weights({6});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w, bias, r},
+                                A({{"pads", Ints{2, 1, 2, 2}},
+                                   {"strides", Ints{1, 2}},
+                                   {"group", int64_t{2}},
+                                   {"activation", std::string("Relu")}})));
+               }});
   c.push_back({"ConvTranspose", [](Builder &b) {
                  TensorId x = b.Input("x", {1, 3, 5, 7});
                  TensorId w = b.Weights({3, 4, 3, 3});

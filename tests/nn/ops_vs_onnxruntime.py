@@ -287,6 +287,23 @@ case("qlinearconv_const_depthwise_3x3_u8", "QLinearConv",
      consts=[("w", u8(5, 1, 3, 3)), ("wz", np.array(255, np.uint8)),
              ("b", rng.integers(-20000, 20000, 5).astype(np.int32))],
      order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+# Stride 2 and several outputs per channel take qconv_dw.cl too (taps from the even and odd
+# lanes of double-width loads): 7x7 stride 2 with two outputs per channel on rows wide enough
+# for interior segments (the full-size vision model's downsampling), and strides (1, 2) with
+# three outputs per channel of int8 inputs.
+case("qlinearconv_const_depthwise_7x7_s2_x2", "QLinearConv",
+     [("x", u8(1, 4, 13, 70)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(120, np.uint8)),
+      ("ws", scales(8)), ("ys", np.array(0.2, np.float32)), ("yz", np.array(128, np.uint8))],
+     {"group": 4, "strides": [2, 2], "pads": [3, 3, 3, 3]}, opset=13, tol=EXACT,
+     consts=[("w", i8(8, 1, 7, 7)), ("wz", np.zeros(8, np.int8)),
+             ("b", rng.integers(-5000, 5000, 8).astype(np.int32))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("qlinearconv_const_depthwise_5x4_s1x2_x3_i8", "QLinearConv",
+     [("x", i8(1, 2, 9, 40)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(-3, np.int8)),
+      ("ws", scales(6)), ("ys", np.array(0.2, np.float32)), ("yz", np.array(-7, np.int8))],
+     {"group": 2, "strides": [1, 2], "pads": [2, 1, 2, 2]}, opset=13, tol=EXACT,
+     consts=[("w", i8(6, 1, 5, 4)), ("wz", np.zeros(6, np.int8))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
 case("convinteger_const_depthwise_7x7", "ConvInteger", [("x", u8(1, 3, 10, 37)), ("xz", np.array(0, np.uint8))],
      {"group": 3, "pads": [3, 3, 3, 3]}, opset=10, tol=EXACT,
      consts=[("w", u8(3, 1, 7, 7)), ("wz", np.array(255, np.uint8))], order=["x", "w", "xz", "wz"])

@@ -1,22 +1,22 @@
-// Depthwise 2D convolution (one input and one output channel per group, stride 1, no dilation)
-// for CPU devices, written as explicit SIMD: each work-item computes R output rows of V
-// adjacent output pixels of one channel, holding R vectors of V floats. Each input row the R
-// rows need is read once as KW shifted vectors, which feed up to R accumulators (one per
-// output row the input row falls in), so a 7x7 window costs (KH + R - 1) x KW vector loads for
-// R x KH x KW FMAs instead of one load per FMA. A row whose window leaves the image on the
-// left or right copies its segment once, with zeros outside, into a private array and reads
-// the shifted vectors from there; interior rows load straight from the input.
+// Depthwise 2D convolution for CPU devices (one input channel per group, M output channels of
+// it, stride 1 or 2 each way, no dilation), written as explicit SIMD: dw_rows.cl's blocking
+// (M channels x R output rows of V adjacent pixels per work-item, each input row loaded once
+// for all of them).
 //
 // Epilogue NN_STORE_EPILOGUE (nn_common.cl), as conv2d_vec's; ACTV (optional) runs it on
 // whole vectors.
-// Defines: TX TW TB TR TY; N C H W OH OW KH KW PH PW; R V; HAS_BIAS HAS_RES RES_AFTER; ACT;
-// ACTV. Weights in ONNX order w[C][1][KH][KW].
+// Defines: TX TW TB TR TY; N C H W OH OW KH KW SH SW PH PW M; R V; HAS_BIAS HAS_RES RES_AFTER;
+// ACT; ACTV. Weights in ONNX order w[C * M][1][KH][KW]; output channel c * M + j reads input
+// channel c.
 #include "nn_common.cl"
 
-#define VF NN_CAT(float, V)
+#define NN_DW_LOADV(i) LOADV(TX, V, x, i)
+#define NN_DW_LOAD(i) LOAD(TX, x, i)
+#include "dw_rows.cl"
+
+#define OC (C * M)
 #define PIX_BLOCKS ((OW + V - 1) / V)
 #define ROW_BLOCKS ((OH + R - 1) / R)
-#define SEG (V + KW - 1)
 #ifdef ACTV
 NN_DEFINE_ACT_CHAIN_V
 #endif
@@ -38,72 +38,43 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
   const int ch = z % C;
   const int p0 = PIX_BLOCKS == 1 ? 0 : pb * V;
   const int oh0 = rb * R;
-  const int xbase = x_off + z * (H * W);
-  const int wbase = w_off + ch * (KH * KW);
-  const int iw0 = p0 - PW;
-  const bool interior = iw0 >= 0 && iw0 + SEG <= W;
+  VF acc[M][R];
+#pragma unroll
+  for (int j = 0; j < M; j++)
+#pragma unroll
+    for (int a = 0; a < R; a++)
+      acc[j][a] = (VF)(0.0f);
+  nn_dw_rows(x, x_off + z * (H * W), 0.0f, w, w_off + ch * (M * KH * KW), oh0, p0 * SW - PW, acc);
 
-  VF acc[R];
-#pragma unroll
-  for (int a = 0; a < R; a++)
-    acc[a] = (VF)(0.0f);
-
-#pragma unroll
-  for (int i = 0; i < KH + R - 1; i++) {
-    // Input row i of the block is tap row kh = i - a of output row a.
-    const int ih = oh0 - PH + i;
-    if (ih < 0 || ih >= H)
-      continue;
-    const int row = xbase + ih * W + iw0;
-    VF xv[KW];
-    if (interior) {
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        xv[kw] = LOADV(TX, V, x, row + kw);
-    } else {
-      float seg[SEG];
-      for (int c = 0; c < SEG; c++)
-        seg[c] = (iw0 + c >= 0 && iw0 + c < W) ? LOAD(TX, x, row + c) : 0.0f;
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        xv[kw] = NN_CAT(vload, V)(0, seg + kw);
-    }
-#pragma unroll
-    for (int a = 0; a < R; a++) {
-      const int kh = i - a;
-      if (kh < 0 || kh >= KH)
-        continue;
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        acc[a] = fma(xv[kw], (VF)(LOAD(TW, w, wbase + kh * KW + kw)), acc[a]);
-    }
-  }
-
+  const int n = z / C;
+  for (int j = 0; j < M; j++) {
+    const int oc = ch * M + j;
 #if HAS_BIAS
-  const float bias = LOAD(TB, b, b_off + ch);
+    const float bias = LOAD(TB, b, b_off + oc);
 #else
-  const float bias = 0.0f;
+    const float bias = 0.0f;
 #endif
-  const int ybase = z * (OH * OW) + p0;
-  for (int a = 0; a < R; a++) {
-    const int oh = oh0 + a;
-    if (OH % R != 0 && oh >= OH)
-      break;
-    const int yrow = ybase + oh * OW;
+    const int ybase = (n * OC + oc) * (OH * OW) + p0;
+    for (int a = 0; a < R; a++) {
+      const int oh = oh0 + a;
+      if (OH % R != 0 && oh >= OH)
+        break;
+      const int yrow = ybase + oh * OW;
 #ifdef ACTV
-    if (p0 + V <= OW) {
-      const VF v = acc[a] + bias;
-      NN_STORE_EPILOGUE_V(V, v, yrow, yrow);
-      continue;
-    }
+      if (p0 + V <= OW) {
+        const VF v = acc[j][a] + bias;
+        NN_STORE_EPILOGUE_V(V, v, yrow, yrow);
+        continue;
+      }
 #endif
-    float t[V];
-    NN_CAT(vstore, V)(acc[a], 0, t);
-    const int lanes = p0 + V <= OW ? V : OW - p0;
-    for (int c = 0; c < (lanes == V ? V : lanes); c++) {
-      const int yi = yrow + c;
-      float v = t[c] + bias;
-      NN_STORE_EPILOGUE(v, yi, yi);
+      float t[V];
+      NN_CAT(vstore, V)(acc[j][a], 0, t);
+      const int lanes = p0 + V <= OW ? V : OW - p0;
+      for (int c = 0; c < (lanes == V ? V : lanes); c++) {
+        const int yi = yrow + c;
+        float v = t[c] + bias;
+        NN_STORE_EPILOGUE(v, yi, yi);
+      }
     }
   }
 }

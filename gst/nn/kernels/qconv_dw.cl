@@ -1,7 +1,7 @@
-// ConvInteger and QLinearConv, depthwise (one input and one output channel per group), stride 1,
-// no dilation, for CPU devices: conv2d_dw's blocking (each work-item computes R output rows of V
-// adjacent pixels of one channel; each input row the R rows need is read once as KW shifted
-// vectors), with the integer products summed in float32 vectors.
+// ConvInteger and QLinearConv, depthwise (one input channel per group, M output channels of it,
+// stride 1 or 2 each way, no dilation), for CPU devices: conv2d_dw's blocking (dw_rows.cl: M
+// channels x R output rows of V adjacent pixels per work-item; each input row the R rows need
+// is read once as KW shifted vectors), with the integer products summed in float32 vectors.
 //
 // That sum is exact: |x - xzp| <= 255 and |w - wzp| <= 255, so every product is an integer of
 // magnitude below 2^16, and every partial sum of KH * KW <= 258 of them an integer below 2^24,
@@ -11,17 +11,20 @@
 // many multiply-adds per instruction as an fp32 FMA, and a single channel leaves it nothing to
 // pair but neighbouring taps, shuffled into place.
 //
-// Weights are re-laid out by code generation as float32 wt[C][KH][KW] = w - wzp[c]. Padding
+// Weights are re-laid out by code generation as float32 wt[C * M][KH][KW] = w - wzp[m]. Padding
 // reads as the zero point (0 after the shift). The epilogue is qconv_vec.cl's.
-// Defines: TX TW TY; N C H W OH OW KH KW PH PW; R V; HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ
-// WS_N HAS_BIAS QMIN QMAX (TYZ's range) HAS_LUT TL.
+// Defines: TX TW TY; N C H W OH OW KH KW SH SW PH PW M; R V; HAS_XZP TXZ; QLINEAR with TXS TWS
+// TYS TYZ WS_N HAS_BIAS QMIN QMAX (TYZ's range) HAS_LUT TL.
 #include "quant.cl"
 
-#define VF NN_CAT(float, V)
+#define NN_DW_LOADV(i) (NN_CAT(convert_float, V)(NN_CAT(vload, V)(0, x + (i))) - xzp)
+#define NN_DW_LOAD(i) ((float)x[i] - xzp)
+#include "dw_rows.cl"
+
 #define VI NN_CAT(int, V)
+#define OC (C * M)
 #define PIX_BLOCKS ((OW + V - 1) / V)
 #define ROW_BLOCKS ((OH + R - 1) / R)
-#define SEG (V + KW - 1)
 
 __kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TW) * w,
                        uint w_off,
@@ -48,95 +51,68 @@ __kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const 
   const int ch = z % C;
   const int p0 = PIX_BLOCKS == 1 ? 0 : pb * V;
   const int oh0 = rb * R;
-  const int xbase = x_off + z * (H * W);
-  const int wbase = w_off + ch * (KH * KW);
-  const int iw0 = p0 - PW;
-  const bool interior = (iw0 >= 0) & (iw0 + SEG <= W);  // & : iw0 may be a constant
 #if HAS_XZP
   const float xzp = (float)LOAD(TXZ, xz, xz_off);
 #else
   const float xzp = 0.0f;
 #endif
-
-  VF acc[R];
+  VF acc[M][R];
 #pragma unroll
-  for (int a = 0; a < R; a++)
-    acc[a] = (VF)(0.0f);
-
+  for (int j = 0; j < M; j++)
 #pragma unroll
-  for (int i = 0; i < KH + R - 1; i++) {
-    // Input row i of the block is tap row kh = i - a of output row a.
-    const int ih = oh0 - PH + i;
-    if (ih < 0 || ih >= H)
-      continue;
-    const int row = xbase + ih * W + iw0;
-    VF xv[KW];
-    if (interior) {
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        xv[kw] = NN_CAT(convert_float, V)(NN_CAT(vload, V)(0, x + row + kw)) - xzp;
-    } else {
-      float seg[SEG];
-      for (int c = 0; c < SEG; c++)
-        seg[c] = (iw0 + c >= 0 && iw0 + c < W) ? (float)x[row + c] - xzp : 0.0f;
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        xv[kw] = NN_CAT(vload, V)(0, seg + kw);
-    }
-#pragma unroll
-    for (int a = 0; a < R; a++) {
-      const int kh = i - a;
-      if (kh < 0 || kh >= KH)
-        continue;
-#pragma unroll
-      for (int kw = 0; kw < KW; kw++)
-        acc[a] = fma(xv[kw], (VF)(LOAD(TW, w, wbase + kh * KW + kw)), acc[a]);
-    }
-  }
+    for (int a = 0; a < R; a++)
+      acc[j][a] = (VF)(0.0f);
+  nn_dw_rows(x, x_off + z * (H * W), xzp, w, w_off + ch * (M * KH * KW), oh0, p0 * SW - PW, acc);
 
 #if QLINEAR
-#if HAS_BIAS
-  const int bias = b[b_off + ch];
-#else
-  const int bias = 0;
-#endif
-  const float mult = nn_div_rn(LOAD(TXS, xs, xs_off) * LOAD(TWS, ws, ws_off + (WS_N == 1 ? 0 : ch)),
-                               LOAD(TYS, ys, ys_off));
+  const float xsc = LOAD(TXS, xs, xs_off), ysc = LOAD(TYS, ys, ys_off);
   const float zp = (float)LOAD(TYZ, yz, yz_off);
 #endif
-  const int ybase = y_off + z * (OH * OW) + p0;
+  const int n = z / C;
   const int lanes = p0 + V <= OW ? V : OW - p0;
-  for (int a = 0; a < R; a++) {
-    const int oh = oh0 + a;
-    if (OH % R != 0 && oh >= OH)
-      break;
-    const int yrow = ybase + oh * OW;
-    const VI sum = NN_CAT(convert_int, V)(acc[a]);  // exact: an integer below 2^24
+  for (int j = 0; j < M; j++) {
+    const int oc = ch * M + j;
 #if QLINEAR
-    const VF v = NN_CAT(convert_float, V)(sum + bias) * mult;
-    // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
-    const VF q = clamp(rint(v) + zp, (VF)(QMIN), (VF)(QMAX));
-    const VF r = select(q, (VF)(0.0f), isnan(v));
+#if HAS_BIAS
+    const int bias = b[b_off + oc];
+#else
+    const int bias = 0;
+#endif
+    const float mult = nn_div_rn(xsc * LOAD(TWS, ws, ws_off + (WS_N == 1 ? 0 : oc)), ysc);
+#endif
+    const int ybase = y_off + (n * OC + oc) * (OH * OW) + p0;
+    for (int a = 0; a < R; a++) {
+      const int oh = oh0 + a;
+      if (OH % R != 0 && oh >= OH)
+        break;
+      const int yrow = ybase + oh * OW;
+      const VI sum = NN_CAT(convert_int, V)(acc[j][a]);  // exact: an integer below 2^24
+#if QLINEAR
+      const VF v = NN_CAT(convert_float, V)(sum + bias) * mult;
+      // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
+      const VF q = clamp(rint(v) + zp, (VF)(QMIN), (VF)(QMAX));
+      const VF r = select(q, (VF)(0.0f), isnan(v));
 #if HAS_LUT
-    int li[V];
-    NN_CAT(vstore, V)(NN_CAT(convert_int, V)(r) - (int)QMIN, 0, li);
-    for (int c = 0; c < lanes; c++)
-      STORE(TY, y, yrow + c, LOAD(TL, lut, lut_off + li[c]));
-#else
-    if (lanes == V) {
-      NN_CAT(vstore, V)(NN_CAT(convert_, NN_CAT(STYPE(TY), V))(r), 0, y + yrow);
-    } else {
-      float t[V];
-      NN_CAT(vstore, V)(r, 0, t);
+      int li[V];
+      NN_CAT(vstore, V)(NN_CAT(convert_int, V)(r) - (int)QMIN, 0, li);
       for (int c = 0; c < lanes; c++)
-        STORE(TY, y, yrow + c, t[c]);
-    }
+        STORE(TY, y, yrow + c, LOAD(TL, lut, lut_off + li[c]));
+#else
+      if (lanes == V) {
+        NN_CAT(vstore, V)(NN_CAT(convert_, NN_CAT(STYPE(TY), V))(r), 0, y + yrow);
+      } else {
+        float t[V];
+        NN_CAT(vstore, V)(r, 0, t);
+        for (int c = 0; c < lanes; c++)
+          STORE(TY, y, yrow + c, t[c]);
+      }
 #endif
 #else
-    int t[V];
-    NN_CAT(vstore, V)(sum, 0, t);
-    for (int c = 0; c < lanes; c++)
-      y[yrow + c] = t[c];
+      int t[V];
+      NN_CAT(vstore, V)(sum, 0, t);
+      for (int c = 0; c < lanes; c++)
+        y[yrow + c] = t[c];
 #endif
+    }
   }
 }
