@@ -18,7 +18,8 @@
 #define SEG (SW * V + KW - 1)
 #define IROWS (SH * (R - 1) + KH)
 
-// V inputs from the private segment at offset o (stride 2: lanes o, o + 2, ... and o + 1, ...).
+// A row's KW shifted vectors, LOADER(o) giving V inputs from offset o of the row (the input, or
+// its private copy); stride 2 takes the even and odd lanes of pairs of them.
 #define NN_DW_SEG_TAPS(LOADER)                                               \
   do {                                                                       \
     if (SW == 1) {                                                           \
