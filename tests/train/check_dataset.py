@@ -70,6 +70,7 @@ def main():
             if status == 0:
                 print(f"ok: {role}: {frames} training samples equal opwarp's tensors byte for byte")
         lab = np.load(os.path.join(out, "labels.npz"))
+        later_checked = 0
         for k in range(frames):
             f = truth["frames"][k]
             want = np.array(f["lane_lines_y_m"], np.float32)
@@ -83,11 +84,34 @@ def main():
                 if not np.allclose(got, ref, atol=1e-3):  # truth rounds to 4 decimals
                     print(f"FAIL: frame {k}: lead label {got} but ground truth {ref}")
                     status = 1
+            # The lead's trajectory (times 0, 2, ... 10 s from now) for each offset (0, 2, 4 s: which
+            # car is the lead then; the drive has one): the renderer's record of the frame that
+            # far ahead, which holds the lead as seen from the car then (a gap, not a position
+            # in this frame's coordinates).
+            for j in range(3):
+                for i, t_lead in enumerate((0.0, 2.0, 4.0, 6.0, 8.0, 10.0)):
+                    later = k + int(round(t_lead * truth["drive"]["fps"]))
+                    if (i == 0 and j == 0) or later >= len(truth["frames"]):
+                        continue
+                    rec = truth["frames"][later].get("lead")
+                    if rec is None or lab["lead_prob"][k, j] < 0.5:
+                        continue
+                    got = lab["lead"][k, j, i]
+                    ref = [rec["distance_m"], rec["y_m"], rec["speed_mps"], rec["accel_mps2"]]
+                    if not np.allclose(got, ref, atol=1e-3):
+                        print(f"FAIL: frame {k}: lead label of offset {j}, {t_lead:g} s later, {got} "
+                              f"but the ground truth of frame {later} {ref}")
+                        status = 1
+                    later_checked += 1
             if abs(float(lab["pose"][k, 0]) - f["ego"]["speed_mps"]) > 1e-3:
                 print(f"FAIL: frame {k}: pose speed {lab['pose'][k, 0]} vs {f['ego']['speed_mps']}")
                 status = 1
+        if later_checked == 0:
+            print("FAIL: no lead label of a later time was compared (a drive without a lead?)")
+            status = 1
         if status == 0:
-            print(f"ok: labels of {frames} frames match the drive's ground truth")
+            print(f"ok: labels of {frames} frames match the drive's ground truth, and "
+                  f"{later_checked} later-time lead labels the records of those later frames")
     return status
 
 

@@ -40,6 +40,11 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "synthdrive"))
 import scene  # noqa: E402
 import variety  # noqa: E402
 
+# Bumped whenever a label's definition changes; `build` relabels data made under another version
+# (from the drive's groundtruth.json, without rendering or warping again) and train.py refuses it.
+# 3: the lead's trajectory at t + LEAD_T_IDXS for every offset, x and y relative to the ego at
+# each of those times (1: at t + offset + LEAD_T_IDXS, relative to the ego at t).
+LABELS_VERSION = 3
 TENSOR_BYTES = 12 * 128 * 256
 T_IDXS = [10.0 * (i / 32.0) ** 2 for i in range(33)]
 LEAD_T_IDXS = [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
@@ -51,7 +56,9 @@ LABELS = {
     "lane_lines_prob": "(4,) 1 where the line exists",
     "road_edges": "(2, 33, 2) y, z of the road edges at X_IDXS",
     "plan": "(33, 15) ego position, velocity, acceleration, euler, euler rate at T_IDXS",
-    "lead": "(3, 6, 4) lead x, y, v, a at t + offset + LEAD_T_IDXS for offsets 0, 2, 4 s",
+    "lead": "(3, 6, 4) for offsets 0, 2, 4 s, the car that is the lead at t + offset: its x, y, "
+            "v, a at t + LEAD_T_IDXS, x and y relative to the ego car at that time (the gap, as "
+            "a radar sees it), v and a the lead's own speed and acceleration",
     "lead_prob": "(3,) 1 where a lead exists at t + offset",
     "pose": "(6,) translation velocity (3), rotation rate (3) of the car now",
     "desire_state": "(8,) one-hot desire now (laneChangeLeft 3 / laneChangeRight 4 during a "
@@ -197,12 +204,18 @@ def labels_for(truth, t_end):
                     continue
                 lab["lead_prob"][k, j] = 1.0
                 for i, T in enumerate(LEAD_T_IDXS):
-                    tf = t + off + T
+                    # The trajectory of the car that is the lead at t + off, from now on: the
+                    # offsets choose which car (the one ahead now, or one that cuts in), not
+                    # when its trajectory starts, so that one of the network's two hypotheses
+                    # can serve every offset that sees the same car.
+                    tf = t + T
                     cx, cy, th = road.at(scene.ego_s(tf) + scene.lead_gap(tf))
                     if scene.LEAD_CUT is not None:
                         o = scene.lead_lateral(tf)
                         cx, cy = cx - math.sin(th) * o, cy + math.cos(th) * o
-                    x, y = now.to_ego(cx, cy)
+                    # Relative to the ego car at tf, not to the car now: the gap as a radar
+                    # sees it then (the plan, by contrast, is a path from here).
+                    x, y = scene.Pose(road, tf).to_ego(cx, cy)
                     lab["lead"][k, j, i] = [x, y, scene.ego_speed(tf) + scene.lead_gap_rate(tf),
                                             scene.ego_accel(tf) + scene.lead_gap_accel(tf)]
     return lab
@@ -238,7 +251,7 @@ def build_drive(drive_dir, out, frames=None):
     for role in tensors:
         np.save(os.path.join(out, role + ".npy"), tensors[role][:n])
     np.savez(os.path.join(out, "labels.npz"), **lab)
-    meta = {"source": os.path.abspath(drive_dir), "frames": n,
+    meta = {"source": os.path.abspath(drive_dir), "frames": n, "labels_version": LABELS_VERSION,
             "frame_ids": [f["frame_id"] for f in truth["frames"]],
             "seed": drive.get("scene_seed"), "calibration_rpy": rpy,
             "inputs": ("opwarp (filesrc ! rawvideoparse ! opwarp): raw NV12 frames"
@@ -316,7 +329,12 @@ def build_seed(seed, a, threads):
     data = os.path.join(a.out, f"data_{seed}")
     frames = int(round(a.seconds * scene.FPS))
     if a.raw and not a.keep_raw and _done(data, seed, frames, raw=True):
-        return f"dataset: seed {seed}: {frames} frames already in {data}"
+        if labels_version(data) == LABELS_VERSION:
+            return f"dataset: seed {seed}: {frames} frames already in {data}"
+        start = time.monotonic()
+        relabel(drive, data)
+        return (f"dataset: seed {seed}: {frames} frames already in {data}, labels remade "
+                f"({time.monotonic() - start:.1f} s)")
     gt = os.path.join(drive, "groundtruth.json")
     fresh = False
     if os.path.exists(gt):
@@ -340,6 +358,33 @@ def build_seed(seed, a, threads):
             os.unlink(os.path.join(drive, stem + ".nv12"))
     return (f"dataset: seed {seed}: {n} frames, render {t_render:.1f} s, "
             f"warp+labels {time.monotonic() - start - t_render:.1f} s")
+
+
+def labels_version(data):
+    """The LABELS_VERSION a data folder's labels were made under (1: before versions existed)."""
+    try:
+        with open(os.path.join(data, "meta.json")) as f:
+            return json.load(f).get("labels_version", 1)
+    except (OSError, ValueError):
+        return None
+
+
+def relabel(drive_dir, data):
+    """Remakes a data folder's labels from its drive's ground truth (the tensors stay)."""
+    gt = os.path.join(drive_dir, "groundtruth.json")
+    try:
+        with open(gt) as f:
+            truth = json.load(f)
+        with open(os.path.join(data, "meta.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"dataset: cannot relabel {data}: {e}")
+    truth["frames"] = truth["frames"][:meta["frames"]]
+    scene_for(truth["drive"])
+    np.savez(os.path.join(data, "labels.npz"), **labels_for(truth, truth["frames"][-1]["t"]))
+    meta["labels_version"], meta["labels"] = LABELS_VERSION, LABELS
+    with open(os.path.join(data, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
 
 
 def _done(data, seed, frames, raw):
