@@ -123,9 +123,16 @@ class Backbone(nn.Module):
     """FastViT-style image encoder for one (1, 12, 128, 256) uint8 input → (1, C_last) features.
 
     The stem brings the image to 32×64; the conv (RepMixer) stages run at 32×64, 16×32, 8×16 and
-    the last stage, attention, at 4×8 = 32 tokens. widths/depths list all four stages."""
+    the last stage, attention, at 4×8 = 32 tokens. widths/depths list all four stages.
 
-    def __init__(self, widths, depths, heads, expand):
+    readout: how the 4×8 tokens become one feature vector. 0 (the reference models): their mean,
+    which keeps what is in the image but not where. N > 0: a 1×1 conv to N channels, then the
+    4×8×N values flattened (as openpilot's networks do), so that the heads see where a lane line
+    or a car is: a lane line's lateral offset and a lead's distance are positions in the image."""
+
+    TOKENS = 4 * 8
+
+    def __init__(self, widths, depths, heads, expand, readout=0):
         super().__init__()
         c0 = widths[0]
         # Conv stem (MobileOne-like, reparameterised): 3×3 s2 conv, 3×3 s2 depthwise, 1×1 conv.
@@ -142,14 +149,17 @@ class Backbone(nn.Module):
         self.down_attn = Downsample(widths[-2], widths[-1])
         self.attn = nn.Sequential(*[AttentionBlock(widths[-1], heads, expand)
                                     for _ in range(depths[-1])])
-        self.norm = nn.LayerNorm(widths[-1])
-        self.out_channels = widths[-1]
+        self.readout = nn.Conv2d(widths[-1], readout, 1) if readout else None
+        self.out_channels = readout * self.TOKENS if readout else widths[-1]
+        self.norm = nn.LayerNorm(self.out_channels)
 
     def forward(self, img):
         # Normalisation inside the network, as openpilot's models do: uint8 0..255 → [-1, 1].
         x = img.float() * (2.0 / 255.0) - 1.0
         x = self.stages(self.stem(x))
         x = self.attn(self.down_attn(x))
+        if self.readout is not None:
+            return self.norm(self.readout(x).flatten(1))
         b, c, h, w = x.shape
         return self.norm(x.reshape(b, c, h * w).mean(dim=2))
 
@@ -250,6 +260,41 @@ def supercombo_slices():
     return VISION_SLICES + POLICY_SLICES + [("pad", PAD)]
 
 
+# Residual branches (mixers, FFN outputs, projections): their last layers, by parameter name.
+RESIDUAL_BRANCHES = ("mixer", "ffn.fc2", "cpe", "attn.proj", ".fc2", "ch_fc2", "time_mix")
+
+
+def init_for_training(model, seed, head_outputs=()):
+    """Starting weights for training, from numpy's PCG64 like init_weights().
+
+    init_weights() makes the reference models' random outputs varied, but its small fan-in
+    weights and bias-dominated GELU layers let the image's signal fade: at the backbone's output
+    the part that depends on the image is about 0.5 % of the features, and a network trained
+    from there learned the labels' mean and ignored its input. Here the signal keeps its size
+    through the whole backbone: weights N(0, g²/fan_in) with g = 1.53 (the gain that keeps a
+    GELU layer's second moment), zero biases, LayerNorms at identity, residual branches at
+    g = 0.3 so that each block starts near the identity, and the layers named in head_outputs
+    (the last layers of the heads) at g = 0.1, so that every prediction starts near the
+    labels' mean that the training's output scale puts there."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            shape = tuple(p.shape)
+            if name.endswith("bias"):
+                v = np.zeros(shape)
+            elif p.dim() == 1:  # LayerNorm gain
+                v = np.ones(shape)
+            else:
+                fan_in = int(np.prod(shape[1:]))
+                gain = 1.53
+                if any(name.startswith(h + ".") for h in head_outputs):
+                    gain = 0.1
+                elif any(k in name for k in RESIDUAL_BRANCHES):
+                    gain = 0.3
+                v = rng.standard_normal(shape) * (gain / math.sqrt(fan_in))
+            p.copy_(torch.from_numpy(v.astype(np.float32)))
+
+
 def init_weights(model, seed):
     """Sets every parameter from numpy's PCG64 so the weights are the same bits on any machine
     (torch's own RNG takes different vectorised paths on different CPUs).
@@ -270,8 +315,7 @@ def init_weights(model, seed):
                 fan_in = int(np.prod(shape[1:]))
                 gain = 1.0
                 # Residual branches (mixers, FFN outputs, projections) start small.
-                if any(k in name for k in ("mixer", "ffn.fc2", "cpe", "attn.proj", ".fc2",
-                                           "ch_fc2", "time_mix")):
+                if any(k in name for k in RESIDUAL_BRANCHES):
                     gain = 0.3
                 v = rng.standard_normal(shape) * (gain / math.sqrt(fan_in))
             p.copy_(torch.from_numpy(v.astype(np.float32)))
