@@ -559,7 +559,7 @@ def plot(history_, path):
     for key in ("total", "vision", "policy"):
         ax.plot(steps, [h[key] for h in history_], label=key)
     ax.set_xlabel("step")
-    ax.set_ylabel("loss (NLL + CE, mean over the global batch)")
+    ax.set_ylabel("loss (beta-NLL + CE, mean over the global batch)")
     ax.set_title("tools/train/train.py")
     ax.legend()
     ax.grid(alpha=0.3)
