@@ -6,13 +6,14 @@
 #
 #   tools/train/factory.sh [OUT] [--seeds 101-104] [--seconds 2] [--steps 40] [--nproc 2]
 #       [--policy-steps 0] [--refresh 10] [--jobs 2] [--augment] [--pad-history P]
-#       [--holdout-every N]
+#       [--holdout-every N] [--validation-seeds 901-930]
 #
 # The drives are rendered as raw frames (dataset.py build --raw), --jobs at once; --policy-steps,
 # --refresh, --augment, --pad-history and --holdout-every go to train.py (the last N steps train
 # the policy alone on the final vision network's hidden states; steps between hidden-state
 # refreshes before that; photometric augmentation; full policy queues; the held-out sample
-# drive's accuracy every N steps, 0 = never).
+# drive's accuracy every N steps, 0 = never). --validation-seeds renders those seeds (same clip
+# length) into OUT/val and has train.py print their vision figures every --holdout-every steps.
 #
 # Needs torch (tools/venv.sh --models) and a build (build/). OUT defaults to /tmp/factory; the
 # rendered drives in OUT/data are reused when rerun with the same seeds and length, and training
@@ -20,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=/tmp/factory seeds=101-104 seconds=2 steps=40 nproc=2 policy_steps=0 refresh=10 jobs=2
-holdout_every=0 extra=()
+holdout_every=0 validation_seeds= extra=()
 if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then out=$1; shift; fi
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +35,7 @@ while [ $# -gt 0 ]; do
     --augment) extra+=(--augment); shift ;;
     --pad-history) extra+=(--pad-history "$2"); shift 2 ;;
     --holdout-every) holdout_every=$2; shift 2 ;;
+    --validation-seeds) validation_seeds=$2; shift 2 ;;
     *) echo "factory: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +44,12 @@ timed() { local what=$1 t0=$SECONDS; shift; "$@"; echo "factory: $what took $((S
 
 timed data $py tools/train/dataset.py build --seeds "$seeds" --seconds "$seconds" --out "$out/data" \
   --raw --jobs "$jobs"
+if [ -n "$validation_seeds" ]; then
+  timed validation-data $py tools/train/dataset.py build --seeds "$validation_seeds" \
+    --seconds "$seconds" --out "$out/val" --raw --jobs "$jobs"
+  extra+=(--validation "$out/val")
+  [ "$holdout_every" -gt 0 ] || extra+=(--holdout-every 100)
+fi
 if [ "$holdout_every" -gt 0 ]; then
   [ -f "$out/holdout/img.npy" ] || timed holdout-data $py tools/train/dataset.py drive samples/drive "$out/holdout"
   extra+=(--holdout samples/drive --holdout-data "$out/holdout" --holdout-every "$holdout_every")
