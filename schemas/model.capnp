@@ -40,6 +40,10 @@ struct CompiledModel {
   alignment @13 :UInt32;
   # Optional: images created from regions of the weights at load time (adreno weights).
   images @14 :List(WeightImage);
+  # Instruction-set extensions of the host processor the kernels use, comma-separated (the CPU
+  # profile's "avx512vnni": int8 products by vpdpbusd); "" for none. A reader refuses to run the
+  # file on a processor that lacks one: such a kernel would stop the process.
+  cpuFeatures @15 :Text;
 }
 
 enum DataType {

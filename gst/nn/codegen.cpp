@@ -41,6 +41,21 @@ StatusOr<Precision> ParsePrecision(const std::string &s) {
   return InvalidArgument("precision '" + s + "' (expected fp32, fp16 or int8)");
 }
 
+bool HostHasAvx512Vnni() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
+
+// GST_OP_INT8_DOT=0 turns the VNNI kernels off (to compare them with the float-summed ones).
+static bool Int8DotAllowed() {
+  const char *v = std::getenv("GST_OP_INT8_DOT");
+  return v == nullptr || std::string(v) != "0";
+}
+
 CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precision) {
   CodegenOptions o;
   o.profile = caps.profile == cl::Profile::kOther ? cl::Profile::kCpu : caps.profile;
@@ -57,6 +72,8 @@ CodegenOptions OptionsForDevice(const cl::Capabilities &caps, Precision precisio
     o.simd_registers = 16;
 #endif
   }
+  o.int8_dot = caps.is_cpu && o.profile == cl::Profile::kCpu && o.simd_lanes == 16 &&
+               HostHasAvx512Vnni() && Int8DotAllowed();
   return o;
 }
 
@@ -1364,6 +1381,141 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
   return true;
 }
 
+// The CPU profile's 1x1 quantized convolution by AVX-512 VNNI (kernels/qconv_dot.cl): a qpack4
+// launch lays the input out as dwords of four channels, then qconv_dot sums u8 x s8 products
+// 64 per instruction. Taken for stride-1 unpadded 1x1 convolutions of a u8 or i8 input with
+// constant weights whose shifted values w - wzp fit int8, on hosts that have the instruction
+// (CodegenOptions::int8_dot). Weights re-laid out as dwords wt[g * blocks + blk][c4][a], and
+// each output channel's sum of w - wzp as int32 (the zero point's term).
+bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_t, 4> &xi,
+                           const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
+  const bool ql = node.op == OpKind::kQLinearConv;
+  TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
+  TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
+  TensorId b = ql ? node.input(8) : kNoTensor, lut = ql ? node.input(9) : kNoTensor;
+  TensorId y = node.outputs[0];
+  const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
+                    win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
+  const DType xt = e.T(x).dtype;
+  const int64_t g = node.attrs.Int("group", 1);
+  const int64_t cg = xi[1] / g, ocg = yo[1] / g, c4 = CeilDiv(cg, 4), pixels = yo[2] * yo[3];
+  // |sum (u - z) * w| <= 255 * 128 per channel, and z * sum w as much: int32 below 32,768
+  // channels.
+  if (!e.opt.int8_dot || !flat || (xt != DType::kUInt8 && xt != DType::kInt8) || cg >= 32768)
+    return false;
+  const bool s8 = xt == DType::kInt8;
+  // (references into the tensor list: read before NewConstant adds to it)
+  const Tensor &wsrc = e.T(e.Root(w));
+  const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
+  const std::string wname = wsrc.name, xname = e.T(x).name;
+  std::vector<int8_t> shifted(static_cast<size_t>(yo[1] * cg));
+  std::vector<int32_t> sums(static_cast<size_t>(yo[1]), 0);
+  for (int64_t m = 0; m < yo[1]; m++) {
+    const int64_t zp = wzt == nullptr
+                           ? 0
+                           : static_cast<int64_t>(ref::GetReal(
+                                 *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+    int64_t sum = 0;
+    for (int64_t ic = 0; ic < cg; ic++) {
+      const int64_t v =
+          static_cast<int64_t>(ref::GetReal(wsrc, static_cast<size_t>(m * cg + ic))) - zp;
+      if (v < -128 || v > 127)
+        return false;
+      shifted[static_cast<size_t>(m * cg + ic)] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    sums[static_cast<size_t>(m)] = static_cast<int32_t>(sum);
+  }
+  // Pixel vectors and channels per work-item: OCB * PV accumulators within 24 of the 32 zmm
+  // registers (the PV inputs and a broadcast weight beside them).
+  const int64_t pv = pixels >= 32 ? 2 : 1;
+  int64_t ocb = std::min<int64_t>(ocg, pv == 2 ? 12 : 16);
+  for (int64_t cand : {12, 8, 16, 24})
+    if (cand * pv <= 24 && ocg % cand == 0) {
+      ocb = cand;
+      break;
+    }
+  const int64_t blocks = CeilDiv(ocg, ocb), step = 16 * pv;
+  const int64_t pp = CeilDiv(pixels, step) * step;
+  Bytes wt(static_cast<size_t>(g * blocks * c4 * ocb * 4), 0);
+  for (int64_t gi = 0; gi < g; gi++)
+    for (int64_t blk = 0; blk < blocks; blk++)
+      for (int64_t a = 0; a < ocb; a++) {
+        const int64_t oc = blk * ocb + a;
+        if (oc >= ocg)
+          continue;
+        for (int64_t ic = 0; ic < cg; ic++)
+          wt[static_cast<size_t>((((gi * blocks + blk) * c4 + ic / 4) * ocb + a) * 4 + ic % 4)] =
+              static_cast<uint8_t>(shifted[static_cast<size_t>((gi * ocg + oc) * cg + ic)]);
+      }
+  TensorId wv = e.NewConstant(wname + "_qdot", DType::kInt32, {g * blocks, c4, ocb}, std::move(wt));
+  Bytes sb(sums.size() * 4);
+  std::memcpy(sb.data(), sums.data(), sb.size());
+  TensorId wsum = e.NewConstant(wname + "_qdot_sum", DType::kInt32,
+                                {static_cast<int64_t>(sums.size())}, std::move(sb));
+  TensorId xp = e.NewTensor(xname + "_qpack4", DType::kInt32, {xi[0] * g, c4, pp});
+
+  Defines common;
+  common.Def("TX", e.Tag(x)).Int("SIGNED_X", s8);
+  common.Int("N", xi[0]).Int("C", xi[1]).Int("OC", yo[1]).Int("P", pixels).Int("G", g);
+  common.Int("OCB", ocb).Int("PV", pv).Int("PP", pp);
+  Defines dp = common;
+  dp.Int("QPACK", 1);
+  auto pack_src = e.Source("qconv_dot", dp);
+  Defines d = common;
+  d.Int("QDOT", 1).Int("QLINEAR", ql).Int("HAS_XZP", xz != kNoTensor);
+  if (xz != kNoTensor)
+    d.Def("TXZ", e.Tag(xz));
+  Pending k;
+  k.args = {TArg(xp), TArg(wv), TArg(wsum)};
+  if (xz != kNoTensor)
+    k.args.push_back(TArg(xz));
+  if (ql) {
+    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7])).Def("TY", e.Tag(y));
+    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
+    d.Int("HAS_LUT", lut != kNoTensor);
+    if (lut != kNoTensor)
+      d.Def("TL", e.Tag(lut));
+    DefQuantRange(d, e.T(node.inputs[7]).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (b != kNoTensor)
+      k.args.push_back(TArg(b));
+    if (lut != kNoTensor)
+      k.args.push_back(TArg(lut));
+  }
+  k.args.push_back(TArg(y));
+  auto dot_src = e.Source("qconv_dot", d);
+  if (!pack_src.ok() || !dot_src.ok()) {
+    status = pack_src.ok() ? dot_src.status() : pack_src.status();
+    return true;
+  }
+  if (Product(e.Dims(y)) == 0) {
+    status = Status::Ok();
+    return true;
+  }
+  Pending pack;
+  pack.label = node.Describe();
+  pack.entry = "qpack4";
+  pack.source = std::move(*pack_src);
+  pack.global = {static_cast<uint64_t>(pp / 16), static_cast<uint64_t>(c4),
+                 static_cast<uint64_t>(xi[0] * g)};
+  pack.args = {TArg(x), TArg(xp)};
+  pack.writes = {xp};
+  e.Emit(std::move(pack));
+  k.label = node.Describe();
+  k.entry = "qconv_dot";
+  k.source = std::move(*dot_src);
+  k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(pp / step)};
+  k.writes = {y};
+  k.flops = 2ull * yo[0] * yo[1] * pixels * cg;
+  e.Emit(std::move(k));
+  e.cpu_features.insert("avx512vnni");
+  status = Status::Ok();
+  return true;
+}
+
 // The CPU profile's quantized convolution (kernels/qconv_vec.cl): OCB output channels by V
 // pixels per work-item, input channels in pairs, the constant weights re-laid out as
 // wt[g * blocks + blk][pair][tap][a][2] with their zero point subtracted (int8 when every
@@ -1394,6 +1546,8 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
   const Window win = *win_or;
   const int64_t cg = xi[1] / g, ocg = yo[1] / g, taps = win.kh * win.kw, pairs = (cg + 1) / 2;
   if (cg == 1 && ocg <= 4 && LowerQuantizedConvDw(e, node, xi, yo, win, status))
+    return true;
+  if (LowerQuantizedConvDot(e, node, xi, yo, win, status))
     return true;
   if (LowerQuantizedConvF(e, node, xi, yo, win, status))
     return true;
@@ -2019,6 +2173,8 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
   m.profile = cl::ProfileName(options.profile);
   m.precision = PrecisionName(options.precision);
   m.device_name = options.device_name;
+  for (const std::string &f : e.cpu_features)
+    m.cpu_features += (m.cpu_features.empty() ? "" : ",") + f;
   m.alignment = static_cast<uint32_t>(options.alignment);
   Storage st;
   OP_RETURN_IF_ERROR(DescribeIo(e, &m, &st));

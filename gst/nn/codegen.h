@@ -36,7 +36,14 @@ struct CodegenOptions {
   // block sized for AVX-512 spills there.
   int simd_lanes = 16;
   int simd_registers = 32;
+  // The CPU profile's int8 products by AVX-512 VNNI's vpdpbusd (kernels/qconv_dot.cl): set for
+  // a CPU device on a host processor that has it, unless GST_OP_INT8_DOT=0 says otherwise. A
+  // model that uses it records "avx512vnni" in its cpu_features.
+  bool int8_dot = false;
 };
+
+// Whether this host processor has AVX-512 VNNI (and AVX-512 BW, which its registers need).
+bool HostHasAvx512Vnni();
 
 // The options for a device: the profile from its capability record; fp16 compute only with
 // cl_khr_fp16; image weights on adreno with image support; alignment from

@@ -59,6 +59,8 @@ class Emitter {
   // Float tensors kept in float32 storage whatever the precision: quantization scales, which
   // half storage would round (a scale off by 2^-11 moves every quantized value near a tie).
   std::set<TensorId> keep_f32;
+  // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
+  std::set<std::string> cpu_features;
 
   const Tensor &T(TensorId t) const { return graph.tensor(t); }
   const std::vector<int64_t> &Dims(TensorId t) const { return graph.tensor(t).shape.dims; }

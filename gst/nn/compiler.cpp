@@ -66,8 +66,9 @@ std::string OptionsKey(const CodegenOptions &c, const CompileOptions &o) {
   std::string k = Hex(CompilerFingerprint()) + "|" + std::string(cl::ProfileName(c.profile)) + "|" +
                   PrecisionName(c.precision) + "|" + (c.fp16_compute ? "h" : "-") +
                   (c.image_weights ? "i" : "-") + "|" + std::to_string(c.alignment) + "|" +
-                  std::to_string(c.simd_lanes) + "x" + std::to_string(c.simd_registers) + "|" +
-                  (o.fuse ? "fuse" : "nofuse") + (o.auto_precision ? "|auto" : "");
+                  std::to_string(c.simd_lanes) + "x" + std::to_string(c.simd_registers) +
+                  (c.int8_dot ? "|vnni" : "") + "|" + (o.fuse ? "fuse" : "nofuse") +
+                  (o.auto_precision ? "|auto" : "");
   for (const auto &[name, shape] : o.shapes)
     k += "|" + name + "=" + shape.ToString();
   return k;
@@ -168,6 +169,24 @@ StatusOr<CompiledModel> CompileOnnxFile(const std::string &path, const CodegenOp
   return CompileImported(path, bytes.view(), std::move(g), codegen, options);
 }
 
+// A compiled model whose kernels use instructions this processor lacks would stop the process
+// at its first launch: refused here, with what to do.
+static Status CheckCpuFeatures(const CompiledModel &m, const std::string &path) {
+  size_t at = 0;
+  while (at < m.cpu_features.size()) {
+    size_t end = m.cpu_features.find(',', at);
+    if (end == std::string::npos)
+      end = m.cpu_features.size();
+    const std::string f = m.cpu_features.substr(at, end - at);
+    at = end + 1;
+    if (f == "avx512vnni" && HostHasAvx512Vnni())
+      continue;
+    return Unsupported(path + " was compiled for a processor with " + f +
+                       ", which this one does not have: compile the ONNX model again here");
+  }
+  return Status::Ok();
+}
+
 StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device &device,
                                       const CompileOptions &options, LoadInfo *info) {
   LoadInfo local;
@@ -183,6 +202,7 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
       return InvalidArgument(path + " is compiled for precision " + m.precision + ", not the " +
                              asked + " asked: ask for " + m.precision + " (or auto), or compile " +
                              "the ONNX model again with --precision " + asked);
+    OP_RETURN_IF_ERROR(CheckCpuFeatures(m, path));
     return m;
   }
 
@@ -195,6 +215,7 @@ StatusOr<CompiledModel> LoadOrCompile(const std::string &path, const cl::Device 
     if (named.profile == codegen.profile) {  // the device's own blocking, not the defaults
       named.simd_lanes = codegen.simd_lanes;
       named.simd_registers = codegen.simd_registers;
+      named.int8_dot = codegen.int8_dot;
     }
     if (named.fp16_compute && !device.caps().fp16)
       named.fp16_compute = false;  // half arithmetic needs cl_khr_fp16; storage alone does not

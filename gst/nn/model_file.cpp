@@ -387,6 +387,7 @@ StatusOr<std::string> SerializeModel(const CompiledModel &m) {
   root.setProfile(m.profile);
   root.setPrecision(m.precision);
   root.setDeviceName(m.device_name);
+  root.setCpuFeatures(m.cpu_features);
   WriteTensors(root.initInputs(m.inputs.size()), m.inputs);
   WriteTensors(root.initOutputs(m.outputs.size()), m.outputs);
   auto sources = root.initSources(m.sources.size());
@@ -496,6 +497,7 @@ StatusOr<CompiledModel> Parse(std::string_view bytes, const std::string &what,
     m.profile = root.getProfile();
     m.precision = root.getPrecision();
     m.device_name = root.getDeviceName();
+    m.cpu_features = root.getCpuFeatures();
     OP_RETURN_IF_ERROR(ReadTensors(root.getInputs(), &m.inputs).Prepend(what));
     OP_RETURN_IF_ERROR(ReadTensors(root.getOutputs(), &m.outputs).Prepend(what));
     for (auto s : root.getSources())

@@ -130,6 +130,8 @@ struct CompiledModel {
   uint64_t intermediate_bytes = 0;
   uint32_t alignment = 128;
   std::vector<WeightImage> images;
+  // The host processor's extensions the kernels need, comma-separated ("" for none).
+  std::string cpu_features;
 
   uint64_t TotalFlops() const;
 };
