@@ -1743,6 +1743,91 @@ bool LowerQuantizedMatMulF(Emitter &e, const Node &node, int64_t batch, int64_t 
   return true;
 }
 
+// The CPU profile's quantized matrix product with a constant 2-D B by AVX-512 VNNI
+// (kernels/qmatmul_dot.cl): A u8 or i8 with one zero point, B's shifted values b - bzp[n]
+// fitting int8, K below 32,768 (int32 sums), on hosts that have the instruction. B re-laid out
+// as dwords of four k, [NP][K4][16], and each column's sum of b - bzp.
+bool LowerQuantizedMatMulDot(Emitter &e, const Node &node, int64_t batch, int64_t m, int64_t ka,
+                             int64_t n, const Shape &ob) {
+  const bool ql = node.op == OpKind::kQLinearMatMul;
+  TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
+  TensorId az = node.input(2), bz = ql ? node.input(5) : node.input(3), y = node.outputs[0];
+  const DType at = e.T(a).dtype;
+  if (!e.opt.int8_dot || (at != DType::kUInt8 && at != DType::kInt8) || ka >= 32768 ||
+      e.Dims(bt).size() != 2 || !e.T(e.Root(bt)).is_constant() ||
+      (bz != kNoTensor && !e.T(e.Root(bz)).is_constant()) ||
+      (az != kNoTensor && QuantCount(e, az) != 1))
+    return false;
+  const Tensor &bsrc = e.T(e.Root(bt));
+  const Tensor *bzt = bz == kNoTensor ? nullptr : &e.T(e.Root(bz));
+  const std::string bname = bsrc.name;
+  // Two panels per work-item where there are two, and 8 rows: 16 accumulators.
+  const int64_t cb = CeilDiv(n, 16) >= 2 ? 2 : 1, k4 = CeilDiv(ka, 4);
+  const int64_t np = CeilDiv(CeilDiv(n, 16), cb) * cb;
+  Bytes wt(static_cast<size_t>(np * k4 * 16 * 4), 0);
+  std::vector<int32_t> sums(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; j++) {
+    const int64_t zp = bzt == nullptr
+                           ? 0
+                           : static_cast<int64_t>(ref::GetReal(
+                                 *bzt, bzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(j)));
+    int64_t sum = 0;
+    for (int64_t k = 0; k < ka; k++) {
+      const int64_t v =
+          static_cast<int64_t>(ref::GetReal(bsrc, static_cast<size_t>(k * n + j))) - zp;
+      if (v < -128 || v > 127)
+        return false;
+      wt[static_cast<size_t>((((j / 16) * k4 + k / 4) * 16 + j % 16) * 4 + k % 4)] =
+          static_cast<uint8_t>(static_cast<int8_t>(v));
+      sum += v;
+    }
+    sums[static_cast<size_t>(j)] = static_cast<int32_t>(sum);
+  }
+  TensorId bv = e.NewConstant(bname + "_qdot", DType::kInt32, {np, k4, 16}, std::move(wt));
+  Bytes sb(sums.size() * 4);
+  std::memcpy(sb.data(), sums.data(), sb.size());
+  TensorId bsum = e.NewConstant(bname + "_qdot_sum", DType::kInt32, {n}, std::move(sb));
+  const std::vector<int64_t> ad = e.Dims(a);
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2);
+  const int64_t rb = std::min<int64_t>(m, 8);
+  Defines d;
+  d.Def("TA", e.Tag(a)).Int("SIGNED_A", at == DType::kInt8).Def("TY", e.Tag(y));
+  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka).Int("RB", rb).Int("CB", cb);
+  d.Int("NP", np);
+  d.Def("A_BOFF(b)",
+        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
+  d.Int("HAS_AZP", az != kNoTensor).Int("QLINEAR", ql);
+  if (az != kNoTensor)
+    d.Def("TAZ", e.Tag(az));
+  Pending k;
+  k.args = {TArg(a), TArg(bv), TArg(bsum)};
+  if (az != kNoTensor)
+    k.args.push_back(TArg(az));
+  if (ql) {
+    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
+    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
+    DefQuantRange(d, e.T(y).dtype);
+    for (size_t i : {1, 4, 6, 7})
+      k.args.push_back(TArg(node.inputs[i]));
+    if (node.input(8) != kNoTensor)
+      k.args.push_back(TArg(node.input(8)));
+  }
+  k.args.push_back(TArg(y));
+  k.label = node.Describe();
+  k.entry = "qmatmul_dot";
+  auto src = e.Source("qmatmul_dot", d);
+  if (!src.ok())
+    return false;  // the other kernels report it
+  k.source = std::move(*src);
+  k.global = {CeilDiv(m, rb), static_cast<uint64_t>(np / cb), static_cast<uint64_t>(batch)};
+  k.writes = {y};
+  k.flops = 2ull * batch * m * n * ka;
+  e.Emit(std::move(k));
+  e.cpu_features.insert("avx512vnni");
+  return true;
+}
+
 Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
   const bool ql = node.op == OpKind::kQLinearMatMul;
   TensorId a = node.inputs[0], bt = ql ? node.inputs[3] : node.input(1);
@@ -1761,6 +1846,8 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
     return InvalidArgument(NodeWhere(node) + ": output " + Shape(yd).ToString() +
                            " does not hold the product");
   if (batch * m * n == 0)
+    return Status::Ok();
+  if (e.opt.profile == cl::Profile::kCpu && LowerQuantizedMatMulDot(e, node, batch, m, ka, n, ob))
     return Status::Ok();
   if (e.opt.profile == cl::Profile::kCpu && LowerQuantizedMatMulF(e, node, batch, m, ka, n, ob))
     return Status::Ok();

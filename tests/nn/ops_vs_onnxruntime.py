@@ -355,6 +355,16 @@ case("qlinearmatmul_const", "QLinearMatMul",
       ("bs", scales(37)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(100, np.uint8))],
      opset=10, tol=EXACT, consts=[("b", i8(200, 37)), ("bz", np.zeros(37, np.int8))],
      order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+# On hosts with AVX-512 VNNI, qmatmul_dot.cl takes those whose shifted B fits int8 (the one
+# above among them): int8 A with K not a multiple of 4 and one panel of 16 columns, and uint8 B
+# brought into int8 by its zero point with a panel pair past N.
+case("qlinearmatmul_const_i8_k_tail", "QLinearMatMul",
+     [("a", i8(3, 61)), ("as", np.array(0.02, np.float32)), ("az", np.array(-9, np.int8)),
+      ("bs", scales(16)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(-4, np.int8))],
+     opset=10, tol=EXACT, consts=[("b", i8(61, 16)), ("bz", np.zeros(16, np.int8))],
+     order=["a", "as", "az", "b", "bs", "bz", "ys", "yz"])
+case("matmulinteger_const_u8_weights", "MatMulInteger", [("a", u8(2, 9, 130)), ("az", np.array(31, np.uint8))],
+     opset=10, tol=EXACT, consts=[("b", u8(130, 40)), ("bz", np.array(128, np.uint8))], order=["a", "b", "az", "bz"])
 case("matmulinteger_const_per_column", "MatMulInteger", [("a", u8(5, 61)), ("az", np.array(250, np.uint8))],
      opset=10, tol=EXACT, consts=[("b", u8(61, 19)), ("bz", u8(19))], order=["a", "b", "az", "bz"])
 case("matmulinteger_const_wide_sums", "MatMulInteger", [("a", u8(5, 600)), ("az", np.array(0, np.uint8))],
