@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "nn/codegen_internal.h"
+#include "nn/reference_ops.h"
 
 namespace op::nn::gen {
 namespace {
@@ -176,6 +177,7 @@ struct MapKernel {
   std::vector<int64_t> space;
   std::vector<TensorId> inputs;
   TensorId output = kNoTensor;
+  TensorId output2 = kNoTensor;  // a second output (out1), as a fused quantizer writes
   std::string body;
   uint64_t flops = 0;
 };
@@ -199,12 +201,16 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
     params += "__global const STYPE(" + e.Tag(m.inputs[k]) + ") *in" + std::to_string(k) +
               ", uint in" + std::to_string(k) + "_off, ";
   params += "__global STYPE(" + e.Tag(m.output) + ") *out0, uint out0_off";
+  if (m.output2 != kNoTensor)
+    params += ", __global STYPE(" + e.Tag(m.output2) + ") *out1, uint out1_off";
   std::string body = "{ ";
   for (size_t d = 0; d < m.space.size(); d++)
     body += "const uint c" + std::to_string(d) + " = " + CoordExpr(m.space, d, "i") + "; ";
   body += m.body + " }";
   Defines defs;
   defs.Def("ELT_PARAMS", params).Int("ELT_N", n).Def("ELT_BODY", body);
+  if (m.output2 != kNoTensor)
+    defs.Int("ELT_QUANT", 1);  // eltwise.cl takes quant.cl's helpers
   Pending k;
   k.label = label;
   k.entry = "eltwise";
@@ -227,6 +233,11 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   o.tensor = m.output;
   k.args.push_back(o);
   k.writes = {m.output};
+  if (m.output2 != kNoTensor) {
+    o.tensor = m.output2;
+    k.args.push_back(o);
+    k.writes.push_back(m.output2);
+  }
   k.flops = m.flops;
   e.Emit(std::move(k));
   return Status::Ok();
@@ -372,21 +383,92 @@ StatusOr<std::string> ChainSteps(const Node &node, size_t num_inputs) {
   return body;
 }
 
+bool VectorSafe(OpKind op);
+
+// Whether a chain's steps are valid on float16 values: vector-safe unary ops and the four
+// arithmetic ops (on literals or on inputs of the chain's own shape, see LowerChain).
+bool VectorChain(const Node &node) {
+  for (const std::string &name : node.attrs.Strings("ops")) {
+    OpKind op;
+    if (!OpFromName(name, &op))
+      return false;
+    const bool ok = ClassOf(op) == OpClass::kUnary ? VectorSafe(op)
+                                                   : (op == OpKind::kAdd || op == OpKind::kSub ||
+                                                      op == OpKind::kMul || op == OpKind::kDiv);
+    if (!ok)
+      return false;
+  }
+  return true;
+}
+
 Status LowerChain(Emitter &e, const Node &node) {
   TensorId y = node.outputs[0];
   MapKernel m;
   m.space = e.Dims(y);
   m.output = y;
   m.inputs = node.inputs;
+  // A fused quantizer (FuseQuantizeIntoChain): its constant scale and zero point, the last
+  // inputs, become literals, and out1 gets QuantizeLinear's value of the stored float.
+  const bool quant = node.attrs.Int("quantize", 0) != 0 && node.outputs.size() > 1;
+  std::string qscale, qzp, qlo, qhi;
+  if (quant) {
+    const size_t qn = static_cast<size_t>(node.attrs.Int("quantize_inputs", 1));
+    if (m.inputs.size() < qn + 1)
+      return InvalidArgument(node.Describe() + ": a fused quantizer without its scale");
+    const TensorId s = m.inputs[m.inputs.size() - qn], q = node.outputs[1];
+    const double zp =
+        qn == 2 ? static_cast<double>(ref::GetReal(e.T(e.Root(m.inputs.back())), 0)) : 0.0;
+    const bool s8 = e.T(q).dtype == DType::kInt8;
+    m.inputs.resize(m.inputs.size() - qn);
+    m.output2 = q;
+    qscale = FloatLit(static_cast<double>(ref::GetReal(e.T(e.Root(s)), 0)));
+    qzp = FloatLit(zp);
+    qlo = s8 ? "-128.0f" : "0.0f";
+    qhi = s8 ? "127.0f" : "255.0f";
+  }
   for (TensorId t : m.inputs)
     if (t == kNoTensor)
       return InvalidArgument(node.Describe() + " has an absent input");
-  for (size_t k = 0; k < m.inputs.size(); k++)
-    m.body += "const float x" + std::to_string(k) + " = " + ValueOf(e, m, k, true, m.space) + "; ";
   OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, m.inputs.size()));
-  m.body += "float v = x0; " + steps;
-  m.body += Out(e, m, "i", "v");
-  m.flops = static_cast<uint64_t>(Product(m.space)) * node.attrs.Strings("ops").size();
+  const int64_t n = Product(m.space);
+  bool vec = quant && e.opt.profile == cl::Profile::kCpu && VectorChain(node) && e.Tag(y) == "f32";
+  for (TensorId t : m.inputs)
+    vec = vec && e.Dims(t) == m.space && e.Tag(t) == "f32";
+  if (vec) {
+    // 16 elements per work-item as float16 code (one element per work-item stays scalar code
+    // on PoCL, where the quantizer's division steps cost more than the chain).
+    m.space = {(n + 15) / 16};
+    const std::string nn = std::to_string(n);
+    std::string vload, sload;
+    for (size_t k = 0; k < m.inputs.size(); k++) {
+      const std::string ks = std::to_string(k);
+      vload += "const float16 x" + ks + " = vload16(0, in" + ks + " + in" + ks + "_off + e0); ";
+      sload += "const float x" + ks + " = in" + ks + "[in" + ks + "_off + j]; ";
+    }
+    m.body = "const uint e0 = i * 16; if (e0 + 16 <= " + nn + ") { " + vload + "float16 v = x0; " +
+             steps + "vstore16(v, 0, out0 + out0_off + e0); " +
+             "const float16 q = nn_div_for_rint16(v, " + qscale + "); " +
+             "const float16 r = select(clamp(rint(q) + " + qzp + ", " + qlo + ", " + qhi +
+             "), (float16)(0.0f), isnan(q)); " + "vstore16(NN_CAT(convert_, NN_CAT(STYPE(" +
+             e.Tag(m.output2) +
+             "), 16))(r), 0, out1 + out1_off + e0); } else { for (uint j = e0; j < " + nn +
+             "; j++) { " + sload + "float v = x0; " + steps + "out0[out0_off + j] = v; STORE(" +
+             e.Tag(m.output2) + ", out1, out1_off + j, nn_requantize(nn_div_for_rint(v, " + qscale +
+             "), " + qzp + ", " + qlo + ", " + qhi + ")); } }";
+  } else {
+    for (size_t k = 0; k < m.inputs.size(); k++)
+      m.body +=
+          "const float x" + std::to_string(k) + " = " + ValueOf(e, m, k, true, m.space) + "; ";
+    m.body += "float v = x0; " + steps;
+    m.body += Out(e, m, "i", "v");
+    // The quantizer reads the float as stored (half storage rounds it first), as the separate
+    // QuantizeLinear would; a work-item's own store is visible to its later loads.
+    if (quant)
+      m.body += "STORE(" + e.Tag(m.output2) +
+                ", out1, out1_off + i, nn_requantize(nn_div_for_rint(" + "LOAD(" + e.Tag(y) +
+                ", out0, out0_off + i), " + qscale + "), " + qzp + ", " + qlo + ", " + qhi + "));";
+  }
+  m.flops = static_cast<uint64_t>(n) * node.attrs.Strings("ops").size();
   return EmitMap(e, m, node.Describe());
 }
 

@@ -241,6 +241,11 @@ Status Typing::Broadcast() {
         first = in[1];
       }
       set(0, first->dtype, s);
+      if (n.op == OpKind::kElementwiseChain && n.outputs.size() > 1) {
+        // the fused quantizer's output: its zero point's type, else uint8 (QuantizeLinear's)
+        const bool zp = n.attrs.Int("quantize_inputs", 1) == 2 && in.back() != nullptr;
+        set(1, zp ? in.back()->dtype : DType::kUInt8, s);
+      }
       break;
     }
     default:

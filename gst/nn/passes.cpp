@@ -950,6 +950,56 @@ Status FuseLayerNormalization(Graph &graph) {
   return Status::Ok();
 }
 
+namespace {
+// A QuantizeLinear reading t (float32) with one constant scale and an absent or constant scalar
+// zero point, writing uint8 or int8: what an ElementwiseChain can compute beside its value.
+int ChainQuantizer(const Graph &graph, TensorId t) {
+  if (graph.tensor(t).dtype != DType::kFloat32)
+    return -1;
+  for (size_t j = 0; j < graph.nodes.size(); ++j) {
+    const Node &q = graph.nodes[j];
+    if (q.op != OpKind::kQuantizeLinear || q.inputs.empty() || q.inputs[0] != t ||
+        q.outputs.size() != 1)
+      continue;
+    const TensorId s = q.input(1), z = q.input(2);
+    const DType yt = graph.tensor(q.outputs[0]).dtype;
+    if (s == kNoTensor || !IsScalarConstant(graph.tensor(s)) ||
+        (z != kNoTensor && !IsScalarConstant(graph.tensor(z))) ||
+        (yt != DType::kUInt8 && yt != DType::kInt8))
+      continue;
+    return static_cast<int>(j);
+  }
+  return -1;
+}
+
+bool HasChainQuantizer(const Graph &graph, TensorId t) {
+  return ChainQuantizer(graph, t) >= 0;
+}
+}  // namespace
+
+Status FuseQuantizeIntoChain(Graph &graph) {
+  std::vector<bool> gone(graph.nodes.size(), false);
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    Node &chain = graph.nodes[k];
+    if (chain.op != OpKind::kElementwiseChain || chain.outputs.size() != 1 ||
+        chain.attrs.Int("quantize", 0) != 0)
+      continue;
+    const int qi = ChainQuantizer(graph, chain.outputs[0]);
+    if (qi < 0 || gone[static_cast<size_t>(qi)])
+      continue;
+    const Node &q = graph.nodes[static_cast<size_t>(qi)];
+    chain.inputs.push_back(q.inputs[1]);
+    if (q.input(2) != kNoTensor)
+      chain.inputs.push_back(q.inputs[2]);
+    chain.attrs.Set("quantize", static_cast<int64_t>(1));
+    chain.attrs.Set("quantize_inputs", static_cast<int64_t>(q.input(2) != kNoTensor ? 2 : 1));
+    chain.outputs.push_back(q.outputs[0]);
+    gone[static_cast<size_t>(qi)] = true;
+  }
+  graph.RemoveNodes(gone);
+  return Status::Ok();
+}
+
 Status FuseElementwiseChains(Graph &graph) {
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const Node head = graph.nodes[k];
@@ -1040,7 +1090,9 @@ Status FuseElementwiseChains(Graph &graph) {
       absorbed.push_back(c);
       cur = n.outputs[0];
     }
-    if (absorbed.size() < 2)
+    // One step is a chain too where a QuantizeLinear of its value can join it
+    // (FuseQuantizeIntoChain), saving that launch.
+    if (absorbed.size() < 2 && !HasChainQuantizer(graph, cur))
       continue;
     chain.outputs = {cur};
     chain.attrs.Set("ops", ops);
@@ -1127,6 +1179,7 @@ Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
     OP_RETURN_IF_ERROR(FuseConvGemm(graph));
     OP_RETURN_IF_ERROR(FuseElementwiseChains(graph));
     OP_RETURN_IF_ERROR(FuseChainIntoEpilogue(graph));
+    OP_RETURN_IF_ERROR(FuseQuantizeIntoChain(graph));
   }
   OP_RETURN_IF_ERROR(EliminateDeadCode(graph));
   return graph.Validate();

@@ -48,6 +48,10 @@ Status FuseLayerNormalization(Graph &graph);
 Status FuseConvGemm(Graph &graph);
 // Runs of elementwise Unary/Binary ops on one value → ElementwiseChain.
 Status FuseElementwiseChains(Graph &graph);
+// A QuantizeLinear (one constant scale and zero point) of an ElementwiseChain's value → a
+// second output of the chain (the quantizer's scale and zero point appended to its inputs,
+// attribute "quantize" 1): one launch writes the float value and its quantized copy.
+Status FuseQuantizeIntoChain(Graph &graph);
 // An ElementwiseChain of one value (GELU, say) right after a Conv/Gemm/MatMul (fused or not,
 // without an activation of its own) → that node's epilogue (activation "Chain").
 Status FuseChainIntoEpilogue(Graph &graph);

@@ -799,6 +799,21 @@ StatusOr<std::vector<Tensor>> EvaluateNode(const Node &n, const Inputs &in) {
     }
     case OpKind::kElementwiseChain:
       OP_RETURN_IF_ERROR(RunChain(n, in, out[0]));
+      if (n.attrs.Int("quantize", 0) != 0) {
+        // the fused QuantizeLinear of the value (its scale and zero point the last inputs)
+        const size_t qn = static_cast<size_t>(n.attrs.Int("quantize_inputs", 1));
+        if (out.size() < 2 || in.size() < qn + 1)
+          return Bad(n, "a fused quantizer needs its inputs and output");
+        Inputs qin{&out[0], in[in.size() - qn]};
+        if (qn == 2)
+          qin.push_back(in.back());
+        std::vector<Tensor> qout{out[1]};
+        Node qnode;
+        qnode.op = OpKind::kQuantizeLinear;
+        qnode.name = n.name;
+        OP_RETURN_IF_ERROR(RunQuantizeLinear(qnode, qin, qout));
+        out[1] = std::move(qout[0]);
+      }
       break;
     case OpKind::kReshape:
     case OpKind::kFlatten:

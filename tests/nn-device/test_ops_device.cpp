@@ -482,6 +482,36 @@ TEST_P(OpsOnDevice, MatchesReference) {
                          cases[i].name);
 }
 
+// An elementwise chain with a fused quantizer (FuseQuantizeIntoChain's node): (x + r) * 0.5,
+// stored as float and quantized with a constant scale and zero point, exactly as the reference
+// quantizes the float. Same-shape inputs take the CPU profile's 16-lane body (246 elements: 15
+// vectors and a tail of 6); a broadcast input takes the one-element body. The scales put values
+// past both saturation bounds.
+TEST(QuantizingChain, MatchesReference) {
+  for (int variant = 0; variant < 2; variant++) {
+    const bool vec = variant == 0;
+    Builder b;
+    TensorId x = b.Input("x", {2, 3, 41});
+    TensorId r = b.Input("r", vec ? Shape({2, 3, 41}) : Shape({41}));
+    TensorId s = b.Const(MakeFloatConstant({vec ? 0.01f : 0.0075f}, Shape({})));
+    Bytes zb{static_cast<uint8_t>(vec ? 120 : static_cast<uint8_t>(int8_t{-3}))};
+    TensorId z = b.Const(MakeConstant(vec ? DType::kUInt8 : DType::kInt8, Shape({}), zb));
+    Attributes at;
+    at.Set("ops", std::vector<std::string>{"Add", "Mul"});
+    at.Set("operand", Ints{1, -1});
+    at.Set("swap", Ints{0, 0});
+    at.Set("step_alpha", std::vector<float>{0.f, 0.5f});
+    at.Set("step_beta", std::vector<float>{0.f, 0.f});
+    at.Set("quantize", int64_t{1});
+    at.Set("quantize_inputs", int64_t{2});
+    TensorId y = b.Add(OpKind::kElementwiseChain, {x, r, s, z}, at, 2);
+    b.Output(y);
+    b.Output(y + 1);  // the quantized copy (Builder::Add makes the outputs in order)
+    ExpectMatchesReference(b, Precision::kFp32, 1e-6f,
+                           vec ? "QuantizingChain_vector" : "QuantizingChain_broadcast");
+  }
+}
+
 // A float16 model compiled with fp32 storage computes in float32 throughout: its constants
 // widen exactly, its intermediates are not rounded to half, and only an explicit Cast to
 // float16 rounds. The twin states that arithmetic in float32 ops; half storage of the

@@ -760,7 +760,8 @@ TEST(Passes, QuantizedStepsAfterAQLinearConvBecomeItsTable) {
 }
 
 // A value read outside the steps (here the dequantized output also leaves the graph) keeps
-// them as they are; the DequantizeLinear alone becomes a float32 table of the QLinearConv.
+// them as they are; the DequantizeLinear alone becomes a float32 table of the QLinearConv, and
+// the Tanh a one-step chain that also writes tq (FuseQuantizeIntoChain).
 TEST(Passes, QuantizedStepsWithAnotherReaderStopAtAFloatTable) {
   Builder b = QdqConv(false, 128);
   TensorId y = b.g.outputs[0];
@@ -771,8 +772,9 @@ TEST(Passes, QuantizedStepsWithAnotherReaderStopAtAFloatTable) {
   ASSERT_TRUE(InferShapes(b.g).ok());
   Graph after = b.g;
   ASSERT_TRUE(OptimizeGraph(after).ok());
-  EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 2);  // the input's and tq
-  EXPECT_EQ(Count(after, OpKind::kTanh), 1);
+  EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 1);  // the input's; tq joined the chain
+  EXPECT_EQ(Count(after, OpKind::kTanh), 0);
+  EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
   EXPECT_EQ(Count(after, OpKind::kDequantizeLinear), 0);
   for (const Node &n : after.nodes) {
     if (n.op == OpKind::kQLinearConv) {
@@ -793,5 +795,53 @@ TEST(Passes, QuantizedStepsWithAnotherReaderStopAtAFloatTable) {
     ASSERT_EQ(o.dtype, w.dtype);
     for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i)
       EXPECT_EQ(ref::GetReal(o, i), ref::GetReal(w, i)) << "output " << k << " at " << i;
+  }
+}
+
+// QuantizeLinear of an elementwise value with a constant scale and zero point joins the chain
+// computing it as a second output; the float value stays where something else reads it, and a
+// quantizer with a computed scale stays a node. Values on rounding ties and past the bounds.
+TEST(Passes, QuantizeLinearJoinsTheChainOfItsInput) {
+  for (bool s8 : {false, true}) {
+    Builder b;
+    TensorId x = b.Input("x", Shape{2, 3, 41});
+    TensorId r = b.Input("r", Shape{2, 3, 41});
+    TensorId sum = b.Add(OpKind::kAdd, {x, r}, "sum");
+    TensorId qs = b.Scalar("qs", 0.25f);
+    TensorId qz = s8 ? Typed(b, "qz", DType::kInt8, Shape{}, {-3})
+                     : Typed(b, "qz", DType::kUInt8, Shape{}, {120});
+    b.Output(b.Add(OpKind::kQuantizeLinear, {sum, qs, qz}, "q"));
+    b.Output(b.Add(OpKind::kMul, {sum, sum}, "sq"));  // another reader of the float value
+    TensorId dyn = b.Input("dyn", Shape{});           // a computed scale: not fused
+    TensorId m = b.Add(OpKind::kMul, {x, b.Scalar("two", 2.f)}, "m");
+    b.Output(b.Add(OpKind::kQuantizeLinear, {b.Add(OpKind::kExp, {m}, "e"), dyn}, "qd"));
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    Graph after = b.g;
+    ASSERT_TRUE(OptimizeGraph(after).ok());
+    EXPECT_EQ(Count(after, OpKind::kQuantizeLinear), 1);  // qd's
+    int fused = 0;
+    for (const Node &n : after.nodes)
+      if (n.op == OpKind::kElementwiseChain && n.attrs.Int("quantize", 0) != 0) {
+        ++fused;
+        ASSERT_EQ(n.outputs.size(), 2u);
+        EXPECT_EQ(after.tensor(n.outputs[1]).dtype, s8 ? DType::kInt8 : DType::kUInt8);
+      }
+    EXPECT_EQ(fused, 1);
+    auto in = b.Inputs();
+    // quarter steps on both sides of every tie, and beyond the saturation bounds
+    for (Tensor *t : {&in[0], &in[1]})
+      for (size_t i = 0; i < static_cast<size_t>(t->shape.NumElements()); ++i)
+        ref::SetReal(ref::Mut(*t), t->dtype, i, (static_cast<double>(i % 97) - 48.0) * 0.375);
+    ref::SetReal(ref::Mut(in[2]), DType::kFloat32, 0, 0.5);
+    auto want = RunReference(b.g, in);
+    auto got = RunReference(after, in);
+    ASSERT_TRUE(want.ok() && got.ok());
+    ASSERT_EQ(want->size(), got->size());
+    for (size_t k = 0; k < want->size(); ++k) {
+      const Tensor &w = (*want)[k], &o = (*got)[k];
+      ASSERT_EQ(o.dtype, w.dtype);
+      for (size_t i = 0; i < static_cast<size_t>(w.shape.NumElements()); ++i)
+        EXPECT_EQ(ref::GetReal(o, i), ref::GetReal(w, i)) << "output " << k << " at " << i;
+    }
   }
 }

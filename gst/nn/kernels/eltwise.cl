@@ -9,6 +9,10 @@
 // Where, and the layout ops that are index maps (Transpose, Slice, Pad, Tile, Expand, Concat,
 // Split, Gather, DepthToSpace, nearest Resize).
 #include "nn_common.cl"
+#ifdef ELT_QUANT
+// a chain's fused quantizer
+#include "quant.cl"
+#endif
 
 __kernel void eltwise(ELT_PARAMS) {
   const uint i = get_global_id(0);

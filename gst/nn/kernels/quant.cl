@@ -77,11 +77,8 @@ __kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const 
 }
 #endif
 
-#if defined(MODE) && defined(QV)
-// quantize_vec (CPU profile; float32 x, one scale and zero point): 16 elements per work-item
-// as vector code. The same arithmetic as quantize: nn_div_for_rint on every lane (nn_div_rn's
-// three correction steps on the lanes near a tie; a lane whose quotient is already nearest keeps
-// it), then nn_requantize.
+#if defined(QV) || defined(ELT_QUANT)
+// 16 lanes of nn_div_for_rint (quantize_vec, and an elementwise chain's fused quantizer).
 inline float16 nn_div_for_rint16(float16 x, float s) {
   const float16 sv = (float16)(s);
   float16 q = x / sv;
@@ -109,7 +106,13 @@ inline float16 nn_div_for_rint16(float16 x, float s) {
   }
   return q;
 }
+#endif
 
+#if defined(MODE) && defined(QV)
+// quantize_vec (CPU profile; float32 x, one scale and zero point): 16 elements per work-item
+// as vector code. The same arithmetic as quantize: nn_div_for_rint on every lane (nn_div_rn's
+// three correction steps on the lanes near a tie; a lane whose quotient is already nearest keeps
+// it), then nn_requantize.
 __kernel void quantize_vec(__global const float *x, uint x_off, __global const STYPE(TS) * s,
                            uint s_off,
 #if HAS_ZP
