@@ -1381,12 +1381,14 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
   return true;
 }
 
-// The CPU profile's 1x1 quantized convolution by AVX-512 VNNI (kernels/qconv_dot.cl): a qpack4
-// launch lays the input out as dwords of four channels, then qconv_dot sums u8 x s8 products
-// 64 per instruction. Taken for stride-1 unpadded 1x1 convolutions of a u8 or i8 input with
-// constant weights whose shifted values w - wzp fit int8, on hosts that have the instruction
-// (CodegenOptions::int8_dot). Weights re-laid out as dwords wt[g * blocks + blk][c4][a], and
-// each output channel's sum of w - wzp as int32 (the zero point's term).
+// The CPU profile's quantized convolution by AVX-512 VNNI (kernels/qconv_dot.cl): a qpack4
+// launch lays the input out as dwords of four channels (padded rows for a window), then
+// qconv_dot sums u8 x s8 products 64 per instruction. Taken for 1x1 convolutions and windows
+// with a horizontal stride of 1 or 2 and at least four channels per group, of a u8 or i8 input
+// with constant weights whose shifted values w - wzp fit int8, on hosts that have the
+// instruction (CodegenOptions::int8_dot); depthwise ones (one channel in a dword of four) stay
+// on qconv_dw. Weights re-laid out as dwords wt[g * blocks + blk][c4][tap][a], and each output
+// channel's sum of w - wzp as int32 (the zero point's term).
 bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_t, 4> &xi,
                            const std::array<int64_t, 4> &yo, const Window &win, Status &status) {
   const bool ql = node.op == OpKind::kQLinearConv;
@@ -1399,16 +1401,18 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
   const DType xt = e.T(x).dtype;
   const int64_t g = node.attrs.Int("group", 1);
   const int64_t cg = xi[1] / g, ocg = yo[1] / g, c4 = CeilDiv(cg, 4), pixels = yo[2] * yo[3];
-  // |sum (u - z) * w| <= 255 * 128 per channel, and z * sum w as much: int32 below 32,768
-  // channels.
-  if (!e.opt.int8_dot || !flat || (xt != DType::kUInt8 && xt != DType::kInt8) || cg >= 32768)
+  const int64_t taps = win.kh * win.kw;
+  // |sum (u - z) * w| <= 255 * 128 per channel and tap, and z * sum w as much: int32 below
+  // 32,768 of them.
+  if (!e.opt.int8_dot || (xt != DType::kUInt8 && xt != DType::kInt8) || cg * taps >= 32768 ||
+      (!flat && (cg < 4 || (win.sw != 1 && win.sw != 2))))
     return false;
   const bool s8 = xt == DType::kInt8;
   // (references into the tensor list: read before NewConstant adds to it)
   const Tensor &wsrc = e.T(e.Root(w));
   const Tensor *wzt = wz == kNoTensor ? nullptr : &e.T(e.Root(wz));
   const std::string wname = wsrc.name, xname = e.T(x).name;
-  std::vector<int8_t> shifted(static_cast<size_t>(yo[1] * cg));
+  std::vector<int8_t> shifted(static_cast<size_t>(yo[1] * cg * taps));
   std::vector<int32_t> sums(static_cast<size_t>(yo[1]), 0);
   for (int64_t m = 0; m < yo[1]; m++) {
     const int64_t zp = wzt == nullptr
@@ -1416,19 +1420,20 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
                            : static_cast<int64_t>(ref::GetReal(
                                  *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
     int64_t sum = 0;
-    for (int64_t ic = 0; ic < cg; ic++) {
+    for (int64_t i = 0; i < cg * taps; i++) {
       const int64_t v =
-          static_cast<int64_t>(ref::GetReal(wsrc, static_cast<size_t>(m * cg + ic))) - zp;
+          static_cast<int64_t>(ref::GetReal(wsrc, static_cast<size_t>(m * cg * taps + i))) - zp;
       if (v < -128 || v > 127)
         return false;
-      shifted[static_cast<size_t>(m * cg + ic)] = static_cast<int8_t>(v);
+      shifted[static_cast<size_t>(m * cg * taps + i)] = static_cast<int8_t>(v);
       sum += v;
     }
     sums[static_cast<size_t>(m)] = static_cast<int32_t>(sum);
   }
   // Pixel vectors and channels per work-item: OCB * PV accumulators within 24 of the 32 zmm
   // registers (the PV inputs and a broadcast weight beside them).
-  const int64_t pv = pixels >= 32 ? 2 : 1;
+  const int64_t row = flat ? pixels : yo[3];  // the pixels a work-item's vectors run along
+  const int64_t pv = row >= 32 ? 2 : 1;
   int64_t ocb = std::min<int64_t>(ocg, pv == 2 ? 12 : 16);
   for (int64_t cand : {12, 8, 16, 24})
     if (cand * pv <= 24 && ocg % cand == 0) {
@@ -1436,8 +1441,15 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
       break;
     }
   const int64_t blocks = CeilDiv(ocg, ocb), step = 16 * pv;
-  const int64_t pp = CeilDiv(pixels, step) * step;
-  Bytes wt(static_cast<size_t>(g * blocks * c4 * ocb * 4), 0);
+  const int64_t pp = CeilDiv(row, step) * step;  // flat: PP; a window: OWP
+  // A window's padded rows: every tap of every vector of the padded output width in bounds.
+  const int64_t hp =
+      std::max(xi[2] + win.ph + win.ph_end, (yo[2] - 1) * win.sh + (win.kh - 1) * win.dh + 1);
+  const int64_t wp = CeilDiv(std::max(xi[3] + win.pw + win.pw_end,
+                                      (pp - 1) * win.sw + (win.kw - 1) * win.dw + win.sw),
+                             16) *
+                     16;
+  Bytes wt(static_cast<size_t>(g * blocks * c4 * taps * ocb * 4), 0);
   for (int64_t gi = 0; gi < g; gi++)
     for (int64_t blk = 0; blk < blocks; blk++)
       for (int64_t a = 0; a < ocb; a++) {
@@ -1445,27 +1457,39 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
         if (oc >= ocg)
           continue;
         for (int64_t ic = 0; ic < cg; ic++)
-          wt[static_cast<size_t>((((gi * blocks + blk) * c4 + ic / 4) * ocb + a) * 4 + ic % 4)] =
-              static_cast<uint8_t>(shifted[static_cast<size_t>((gi * ocg + oc) * cg + ic)]);
+          for (int64_t t = 0; t < taps; t++)
+            wt[static_cast<size_t>(
+                ((((gi * blocks + blk) * c4 + ic / 4) * taps + t) * ocb + a) * 4 + ic % 4)] =
+                static_cast<uint8_t>(
+                    shifted[static_cast<size_t>(((gi * ocg + oc) * cg + ic) * taps + t)]);
       }
-  TensorId wv = e.NewConstant(wname + "_qdot", DType::kInt32, {g * blocks, c4, ocb}, std::move(wt));
+  TensorId wv =
+      e.NewConstant(wname + "_qdot", DType::kInt32, {g * blocks, c4 * taps, ocb}, std::move(wt));
   Bytes sb(sums.size() * 4);
   std::memcpy(sb.data(), sums.data(), sb.size());
   TensorId wsum = e.NewConstant(wname + "_qdot_sum", DType::kInt32,
                                 {static_cast<int64_t>(sums.size())}, std::move(sb));
-  TensorId xp = e.NewTensor(xname + "_qpack4", DType::kInt32, {xi[0] * g, c4, pp});
+  TensorId xp = e.NewTensor(
+      xname + "_qpack4", DType::kInt32,
+      flat ? std::vector<int64_t>{xi[0] * g, c4, pp} : std::vector<int64_t>{xi[0] * g, c4, hp, wp});
 
   Defines common;
   common.Def("TX", e.Tag(x)).Int("SIGNED_X", s8);
   common.Int("N", xi[0]).Int("C", xi[1]).Int("OC", yo[1]).Int("P", pixels).Int("G", g);
-  common.Int("OCB", ocb).Int("PV", pv).Int("PP", pp);
+  common.Int("OCB", ocb).Int("PV", pv).Int("PP", pp).Int("WINDOW", !flat);
+  if (!flat) {
+    common.Int("H", xi[2]).Int("W", xi[3]).Int("OH", yo[2]).Int("OW", yo[3]);
+    DefWindow(common, win);
+    common.Int("HP", hp).Int("WP", wp).Int("OWP", pp);
+  }
+  common.Int("HAS_XZP", xz != kNoTensor);
+  if (xz != kNoTensor)
+    common.Def("TXZ", e.Tag(xz));
   Defines dp = common;
   dp.Int("QPACK", 1);
   auto pack_src = e.Source("qconv_dot", dp);
   Defines d = common;
-  d.Int("QDOT", 1).Int("QLINEAR", ql).Int("HAS_XZP", xz != kNoTensor);
-  if (xz != kNoTensor)
-    d.Def("TXZ", e.Tag(xz));
+  d.Int("QDOT", 1).Int("QLINEAR", ql);
   Pending k;
   k.args = {TArg(xp), TArg(wv), TArg(wsum)};
   if (xz != kNoTensor)
@@ -1499,17 +1523,28 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
   pack.label = node.Describe();
   pack.entry = "qpack4";
   pack.source = std::move(*pack_src);
-  pack.global = {static_cast<uint64_t>(pp / 16), static_cast<uint64_t>(c4),
-                 static_cast<uint64_t>(xi[0] * g)};
-  pack.args = {TArg(x), TArg(xp)};
+  if (flat) {
+    pack.global = {static_cast<uint64_t>(pp / 16), static_cast<uint64_t>(c4),
+                   static_cast<uint64_t>(xi[0] * g)};
+    pack.args = {TArg(x), TArg(xp)};
+  } else {
+    pack.global = {static_cast<uint64_t>(wp / 16), static_cast<uint64_t>(hp),
+                   static_cast<uint64_t>(xi[0] * g * c4)};
+    pack.args = {TArg(x)};
+    if (xz != kNoTensor)
+      pack.args.push_back(TArg(xz));
+    pack.args.push_back(TArg(xp));
+  }
   pack.writes = {xp};
   e.Emit(std::move(pack));
   k.label = node.Describe();
   k.entry = "qconv_dot";
   k.source = std::move(*dot_src);
   k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(pp / step)};
+  if (!flat)
+    k.global.push_back(static_cast<uint64_t>(yo[2]));
   k.writes = {y};
-  k.flops = 2ull * yo[0] * yo[1] * pixels * cg;
+  k.flops = 2ull * yo[0] * yo[1] * pixels * cg * taps;
   e.Emit(std::move(k));
   e.cpu_features.insert("avx512vnni");
   status = Status::Ok();

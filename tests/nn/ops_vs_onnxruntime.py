@@ -279,6 +279,19 @@ case("qlinearconv_const_1x1_short_rows", "QLinearConv",
 case("convinteger_const_1x1_u8_weights", "ConvInteger", [("x", u8(1, 37, 5, 8)), ("xz", np.array(200, np.uint8))],
      {}, opset=10, tol=EXACT,
      consts=[("w", u8(24, 37, 1, 1)), ("wz", np.array(128, np.uint8))], order=["x", "w", "xz", "wz"])
+# Windows with four or more channels per group take qconv_dot.cl on those hosts too (padded
+# rows written out as the zero point; the one below among them): int8 inputs with asymmetric
+# padding, a dilation and strides (2, 1), and ConvInteger 5x5 at stride 2 with a batch of two.
+case("qlinearconv_const_3x3_dilated_i8", "QLinearConv",
+     [("x", i8(1, 9, 11, 37)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(6, np.int8)),
+      ("ws", scales(13)), ("ys", np.array(0.2, np.float32)), ("yz", np.array(-2, np.int8))],
+     {"strides": [2, 1], "pads": [1, 2, 0, 1], "dilations": [1, 2]}, opset=13, tol=EXACT,
+     consts=[("w", i8(13, 9, 3, 3)), ("wz", np.zeros(13, np.int8)),
+             ("b", rng.integers(-5000, 5000, 13).astype(np.int32))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("convinteger_const_5x5_s2", "ConvInteger", [("x", u8(2, 6, 15, 40)), ("xz", np.array(77, np.uint8))],
+     {"strides": [2, 2], "pads": [2, 2, 2, 2]}, opset=10, tol=EXACT,
+     consts=[("w", u8(10, 6, 5, 5)), ("wz", np.array(128, np.uint8))], order=["x", "w", "xz", "wz"])
 case("qlinearconv_const_3x3_s2", "QLinearConv",
      [("x", u8(2, 5, 13, 37)), ("xs", np.array(0.02, np.float32)), ("xz", np.array(119, np.uint8)),
       ("ws", scales(9)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(100, np.uint8))],

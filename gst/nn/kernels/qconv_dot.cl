@@ -1,4 +1,5 @@
-// 1x1 ConvInteger and QLinearConv (stride 1, no padding) for CPUs with AVX-512 VNNI: the
+// ConvInteger and QLinearConv (1x1, or any window with strides 1 or 2) for CPUs with AVX-512
+// VNNI: the
 // integer products summed by vpdpbusd, which multiplies 4 unsigned bytes by 4 signed bytes and
 // adds the 4 products to an int32 lane, 64 multiply-adds per instruction where an fp32 FMA does
 // 16. Code generation takes these kernels only where the host processor has the instruction
@@ -22,8 +23,16 @@
 //
 // The epilogue is qconv.cl's exactly: (sum + bias) * nn_div_rn(xs * ws[m], ys), round half to
 // even, + yzp, saturated to [QMIN, QMAX]; without QLINEAR (ConvInteger) the int32 sum is stored.
+//
+// WINDOW (any other window): xp is [N * G][C4][HP][WP], the input rows with the padding written
+// out as the zero point's bytes (so (u - z) = 0 there, and no tap tests a bound), HP and WP
+// large enough for every tap of every vector of padded output width OWP; one work-item computes
+// OCB channels of 16 * PV adjacent pixels of one output row, per group of four channels and tap
+// one load of 16 dwords per vector at stride 1, two and their even lanes at stride 2. Weights
+// [G * OC_BLOCKS][C4][KH][KW][OCB] dwords.
 // Defines: TX (u8 or i8) SIGNED_X, N C OC P G, OCB PV PP (pixels per channel row of xp);
-// HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ TY WS_N HAS_BIAS QMIN QMAX, HAS_LUT TL.
+// WINDOW with H W OH OW KH KW SH SW DH DW PH PW HP WP OWP; HAS_XZP TXZ; QLINEAR with TXS TWS TYS
+// TYZ TY WS_N HAS_BIAS QMIN QMAX, HAS_LUT TL.
 #include "quant.cl"
 
 #define CG (C / G)
@@ -31,9 +40,53 @@
 #define C4 ((CG + 3) / 4)
 #define OC_BLOCKS ((OCG + OCB - 1) / OCB)
 #define PIX_STEP (16 * PV)
+#if WINDOW
+#define PIX_BLOCKS (OWP / PIX_STEP)
+#else
 #define PIX_BLOCKS (PP / PIX_STEP)
+#endif
 
-#ifdef QPACK
+#if defined(QPACK) && WINDOW
+// One work-item: 16 packed columns of one padded row of one group of four channels.
+__kernel void qpack4(__global const STYPE(TX) * x, uint x_off,
+#if HAS_XZP
+                     __global const STYPE(TXZ) * xz, uint xz_off,
+#endif
+                     __global uint *xp, uint xp_off) {
+  const int cb = get_global_id(0);
+  const int row = get_global_id(1);
+  const int z = get_global_id(2);
+  if (cb * 16 >= WP || row >= HP || z >= N * G * C4)
+    return;
+  const int ng = z / C4, c4 = z % C4;
+#if HAS_XZP
+  const uint zb = (uint)((int)LOAD(TXZ, xz, xz_off) + (SIGNED_X ? 128 : 0));
+#else
+  const uint zb = SIGNED_X ? 128u : 0u;
+#endif
+  __global const STYPE(TX) *src = x + x_off + ng * (CG * H * W);
+  const int ih = row - PH, iw0 = cb * 16 - PW;
+  uint d[16];
+  for (int q = 0; q < 16; q++)
+    d[q] = 0;
+  for (int j = 0; j < 4; j++) {
+    const int c = 4 * c4 + j;
+    if (c >= CG)
+      break;  // a missing channel's bytes stay 0 (its weights are 0)
+    for (int q = 0; q < 16; q++) {
+      const int iw = iw0 + q;
+      uint u = zb;
+      if (ih >= 0 && ih < H && iw >= 0 && iw < W) {
+        u = (uint)(uchar)src[(c * H + ih) * W + iw];
+        if (SIGNED_X)
+          u ^= 0x80u;
+      }
+      d[q] |= u << (8 * j);
+    }
+  }
+  vstore16(vload16(0, d), 0, xp + xp_off + ((ng * C4 + c4) * HP + row) * WP + cb * 16);
+}
+#elif defined(QPACK)
 __kernel void qpack4(__global const STYPE(TX) * x, uint x_off, __global uint *xp, uint xp_off) {
   const int pb = get_global_id(0);
   const int c4 = get_global_id(1);
@@ -89,22 +142,33 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
 #endif
                         __global STYPE(TY) * y, uint y_off
 #else
-                         __global int *y, uint y_off
+                        __global int *y, uint y_off
 #endif
 ) {
   // Channel blocks vary fastest, as in conv2d_vec: consecutive work-items of a thread read the
   // same packed pixels with the next weights.
   const int z = get_global_id(0);
   const int pb = get_global_id(1);
+#if WINDOW
+  const int oh = get_global_id(2);
+  if (pb >= PIX_BLOCKS || z >= N * G * OC_BLOCKS || oh >= OH)
+    return;
+#else
   if (pb >= PIX_BLOCKS || z >= N * G * OC_BLOCKS)
     return;
+#endif
   const int n = z / (G * OC_BLOCKS);
   const int gb = z % (G * OC_BLOCKS);
   const int g = gb / OC_BLOCKS;
   const int oc0 = g * OCG + (gb % OC_BLOCKS) * OCB;
   const int p0 = pb * PIX_STEP;
+#if WINDOW
+  __global const int *xr = xp + xp_off + (n * G + g) * (C4 * HP * WP) + oh * SH * WP + p0 * SW;
+  __global const int *wr = w + w_off + gb * (C4 * KH * KW * OCB);
+#else
   __global const int *xr = xp + xp_off + (n * G + g) * (C4 * PP) + p0;
   __global const int *wr = w + w_off + gb * (C4 * OCB);
+#endif
 
   int16 acc[PV][OCB];
 #pragma unroll
@@ -113,6 +177,30 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
     for (int j = 0; j < PV; j++)
       acc[j][a] = (int16)(0);
 
+#if WINDOW
+  for (int c4 = 0; c4 < C4; c4++)
+    for (int kh = 0; kh < KH; kh++)
+      for (int kw = 0; kw < KW; kw++) {
+        __global const int *xt = xr + (c4 * HP + kh * DH) * WP + kw * DW;
+        int16 xv[PV];
+#pragma unroll
+        for (int j = 0; j < PV; j++) {
+#if SW == 1
+          xv[j] = vload16(0, xt + 16 * j);
+#else
+          xv[j] = (int16)(vload16(0, xt + 32 * j).even, vload16(0, xt + 32 * j + 16).even);
+#endif
+        }
+        __global const int *wt = wr + ((c4 * KH + kh) * KW + kw) * OCB;
+#pragma unroll
+        for (int a = 0; a < OCB; a++) {
+          const int16 wv = (int16)(wt[a]);
+#pragma unroll
+          for (int j = 0; j < PV; j++)
+            NN_DP(acc[j][a], xv[j], wv);
+        }
+      }
+#else
   for (int c4 = 0; c4 < C4; c4++) {
     int16 xv[PV];
 #pragma unroll
@@ -126,8 +214,9 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
         NN_DP(acc[j][a], xv[j], wv);
     }
   }
+#endif
 
-  // The zero point of the stored bytes.
+      // The zero point of the stored bytes.
 #if HAS_XZP
   const int zb = (int)LOAD(TXZ, xz, xz_off) + (SIGNED_X ? 128 : 0);
 #else
@@ -151,10 +240,17 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
 #endif
     for (int j = 0; j < PV; j++) {
       const int pj = p0 + 16 * j;
+#if WINDOW
+      if (pj >= OW)
+        break;
+      const int lanes = pj + 16 <= OW ? 16 : OW - pj;
+      const int yi = y_off + (n * OC + oc) * P + oh * OW + pj;
+#else
       if (pj >= P)
         break;
       const int lanes = pj + 16 <= P ? 16 : P - pj;
       const int yi = y_off + (n * OC + oc) * P + pj;
+#endif
       const int16 sum = acc[j][a] + bias;
 #if QLINEAR
       const float16 v = convert_float16(sum) * mult;
