@@ -305,6 +305,19 @@ case("qlinearconv_const_depthwise_7x7", "QLinearConv",
      {"group": 6, "pads": [3, 3, 3, 3]}, opset=13, tol=EXACT,
      consts=[("w", i8(6, 1, 7, 7)), ("wz", np.zeros(6, np.int8))],
      order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+# More depthwise layers for qconv_dw.cl: int8 inputs, rows of 70 (four vectors and a tail) and
+# of 17, asymmetric padding, a batch of two, 5x5 ConvInteger with uint8 weights whose zero point
+# brings them into int8.
+case("qlinearconv_const_depthwise_7x7_i8_wide", "QLinearConv",
+     [("x", i8(2, 5, 20, 70)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(-4, np.int8)),
+      ("ws", scales(5)), ("ys", np.array(0.3, np.float32)), ("yz", np.array(5, np.int8))],
+     {"group": 5, "pads": [3, 2, 3, 4]}, opset=13, tol=EXACT,
+     consts=[("w", i8(5, 1, 7, 7)), ("wz", np.zeros(5, np.int8)),
+             ("b", rng.integers(-5000, 5000, 5).astype(np.int32))],
+     order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+case("convinteger_const_depthwise_5x5_u8_weights", "ConvInteger", [("x", u8(1, 3, 9, 17)), ("xz", np.array(9, np.uint8))],
+     {"group": 3, "pads": [2, 2, 2, 2]}, opset=10, tol=EXACT,
+     consts=[("w", u8(3, 1, 5, 5)), ("wz", np.array(128, np.uint8))], order=["x", "w", "xz", "wz"])
 case("qlinearconv_const_depthwise_s2_x2", "QLinearConv",
      [("x", u8(1, 4, 12, 41)), ("xs", np.array(0.05, np.float32)), ("xz", np.array(90, np.uint8)),
       ("ws", scales(8)), ("ys", np.array(0.1, np.float32)), ("yz", np.array(128, np.uint8))],
