@@ -129,6 +129,39 @@ TEST(ModelFile, RoundTripKeepsEverything) {
   EXPECT_EQ(*again, *bytes);
 }
 
+// A compiled model records the host processor extensions its kernels use; loading it where
+// one is missing is refused with what to do (the kernel would stop the process), and the field
+// survives the file.
+TEST(ModelFile, MissingProcessorFeaturesAreRefused) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  CompiledModel m = PolicyModel();
+  ASSERT_FALSE(m.kernels.empty());
+  const std::string path = ::testing::TempDir() + "/features-" + std::to_string(getpid()) + ".opm";
+  auto write = [&](const std::string &features) {
+    m.cpu_features = features;
+    auto bytes = SerializeModel(m);
+    ASSERT_TRUE(bytes.ok());
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << *bytes;
+  };
+  CompileOptions o;
+  o.auto_precision = true;
+  write("");
+  EXPECT_TRUE(LoadOrCompile(path, *dev.device, o).ok());
+  write(HostHasAvx512Vnni() ? "avx512vnni,amx-int9" : "avx512vnni");
+  auto refused = LoadOrCompile(path, *dev.device, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().ToString().find("compile the ONNX model again"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().ToString().find(HostHasAvx512Vnni() ? "amx-int9" : "avx512vnni"),
+            std::string::npos);
+  auto back = ReadModelFile(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->cpu_features, m.cpu_features);
+  std::remove(path.c_str());
+}
+
 TEST(ModelFile, TruncationsAndBitFlipsAreErrors) {
   auto bytes = SerializeModel(PolicyModel());
   ASSERT_TRUE(bytes.ok());
