@@ -57,15 +57,22 @@ double NowMs() {
 }
 
 // The build helper's executable, when GST_OP_BUILD_HELPER asks for one: "1" the installed one,
-// else the one of the build tree this library was built in; another value is its path. Unset,
-// empty or "0": none (the default: see docs/devices.md for why).
+// else the one of the build tree this library was built in; another value is its path; "0":
+// none. Unset, empty or "auto": the installed or build-tree one when BuildHelperAutoWants says
+// so for this moment's load.
 std::string HelperPath() {
   const char *env = std::getenv("GST_OP_BUILD_HELPER");
   const std::string v = env ? env : "";
-  if (v.empty() || v == "0")
+  if (v == "0")
     return {};
-  if (v != "1")
+  if (v.empty() || v == "auto") {
+    double load = 0;
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (getloadavg(&load, 1) != 1 || !BuildHelperAutoWants(load, static_cast<int>(cores)))
+      return {};
+  } else if (v != "1") {
     return access(v.c_str(), X_OK) == 0 ? v : std::string();
+  }
   for (const char *candidate : {OP_BUILD_HELPER_INSTALLED, OP_BUILD_HELPER_BUILD_TREE})
     if (access(candidate, X_OK) == 0)
       return candidate;
@@ -75,6 +82,10 @@ std::string HelperPath() {
 constexpr char kRequestsMagic[] = "OPBR1\n";
 
 }  // namespace
+
+bool BuildHelperAutoWants(double load_average, int cores) {
+  return cores >= 2 && load_average <= cores - 1.0;
+}
 
 std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests) {
   std::string out = kRequestsMagic;

@@ -7,13 +7,14 @@
 // compiles); BuildAll builds a list of programs in parallel on the shared ThreadPool and reports
 // progress as each finishes.
 //
-// PoCL compiles one program at a time per process, whatever the threads. So, when
-// GST_OP_BUILD_HELPER asks for it (1: the installed or build-tree op-build-programs; else a path),
-// where the driver is PoCL, binaries go to disk and two or more programs are missing, BuildAll
-// also starts a helper process (SetHelper) that builds the list from its end while this process
-// builds it from its start, each storing what it builds; this process loads what the helper
-// stored when it comes to it, and stops the helper when it has every program. Off by default:
-// on the loaded two-core development machine it measured slower, not faster (docs/devices.md).
+// PoCL compiles one program at a time per process, whatever the threads. So, when a helper is
+// wanted, where the driver is PoCL, binaries go to disk and two or more programs are missing,
+// BuildAll also starts a helper process (SetHelper) that builds the list from its end while this
+// process builds it from its start, each storing what it builds; this process loads what the
+// helper stored when it comes to it, and stops the helper when it has every program.
+// GST_OP_BUILD_HELPER: 1 the installed or build-tree op-build-programs, a path that executable,
+// 0 none; unset or "auto": the installed or build-tree one when a core is idle
+// (BuildHelperAutoWants), since on a loaded machine it measured slower (docs/devices.md).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@
 #include "handle.h"
 
 namespace op::cl {
+
+// The automatic choice of a build helper process: wanted when the machine has two or more
+// cores and at least one of them is idle (the 1-minute load average at most cores - 1).
+bool BuildHelperAutoWants(double load_average, int cores);
 
 struct Capabilities;
 
