@@ -1201,6 +1201,15 @@ Status LowerDynamicQuantizeLinear(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// A constant zero point's value for output channel (column) i: one for all, or one each; 0
+// where there is none.
+static int64_t ZeroPointAt(const Tensor *zt, int64_t i) {
+  if (zt == nullptr)
+    return 0;
+  return static_cast<int64_t>(
+      ref::GetReal(*zt, zt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(i)));
+}
+
 // QLinearConv's requantizing epilogue, shared by the vector and the generic kernel: the input,
 // weight and output scales, the output zero point and the optional bias, as defines and as the
 // kernel arguments after the input, weight and zero-point arguments.
@@ -1270,10 +1279,7 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
   const int64_t oc_count = yo[1];
   std::vector<float> shifted(static_cast<size_t>(oc_count * taps));
   for (int64_t m = 0; m < oc_count; m++) {
-    const double zp = wzt == nullptr
-                          ? 0.0
-                          : static_cast<double>(ref::GetReal(
-                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+    const double zp = static_cast<double>(ZeroPointAt(wzt, m));
     for (int64_t t = 0; t < taps; t++)
       shifted[static_cast<size_t>(m * taps + t)] = static_cast<float>(
           static_cast<double>(ref::GetReal(wsrc, static_cast<size_t>(m * taps + t))) - zp);
@@ -1325,10 +1331,7 @@ bool LowerQuantizedConvF(Emitter &e, const Node &node, const std::array<int64_t,
   const double xmax = MaxShiftedInput(e, x, xz);
   std::vector<float> shifted(static_cast<size_t>(yo[1] * cg * taps));
   for (int64_t m = 0; m < yo[1]; m++) {
-    const double zp = wzt == nullptr
-                          ? 0.0
-                          : static_cast<double>(ref::GetReal(
-                                *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+    const double zp = static_cast<double>(ZeroPointAt(wzt, m));
     double bound = 0;
     for (int64_t i = 0; i < cg * taps; i++) {
       const size_t at = static_cast<size_t>(m * cg * taps + i);
@@ -1394,7 +1397,6 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], w = ql ? node.inputs[3] : node.input(1);
   TensorId xz = node.input(2), wz = ql ? node.input(5) : node.input(3);
-  TensorId b = ql ? node.input(8) : kNoTensor, lut = ql ? node.input(9) : kNoTensor;
   TensorId y = node.outputs[0];
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
@@ -1415,10 +1417,7 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
   std::vector<int8_t> shifted(static_cast<size_t>(yo[1] * cg * taps));
   std::vector<int32_t> sums(static_cast<size_t>(yo[1]), 0);
   for (int64_t m = 0; m < yo[1]; m++) {
-    const int64_t zp = wzt == nullptr
-                           ? 0
-                           : static_cast<int64_t>(ref::GetReal(
-                                 *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+    const int64_t zp = ZeroPointAt(wzt, m);
     int64_t sum = 0;
     for (int64_t i = 0; i < cg * taps; i++) {
       const int64_t v =
@@ -1495,19 +1494,8 @@ bool LowerQuantizedConvDot(Emitter &e, const Node &node, const std::array<int64_
   if (xz != kNoTensor)
     k.args.push_back(TArg(xz));
   if (ql) {
-    d.Def("TXS", e.Tag(node.inputs[1])).Def("TWS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7])).Def("TY", e.Tag(y));
-    d.Int("WS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", b != kNoTensor);
-    d.Int("HAS_LUT", lut != kNoTensor);
-    if (lut != kNoTensor)
-      d.Def("TL", e.Tag(lut));
-    DefQuantRange(d, e.T(node.inputs[7]).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (b != kNoTensor)
-      k.args.push_back(TArg(b));
-    if (lut != kNoTensor)
-      k.args.push_back(TArg(lut));
+    d.Def("TY", e.Tag(y));
+    AddQLinearConvEpilogue(e, node, d, k);
   }
   k.args.push_back(TArg(y));
   auto dot_src = e.Source("qconv_dot", d);
@@ -1609,10 +1597,7 @@ bool LowerQuantizedConvVec(Emitter &e, const Node &node, Status &status) {
         if (oc >= ocg)
           continue;
         const int64_t m = gi * ocg + oc;
-        const int32_t zp =
-            wzt == nullptr ? 0
-                           : static_cast<int32_t>(ref::GetReal(
-                                 *wzt, wzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(m)));
+        const int32_t zp = static_cast<int32_t>(ZeroPointAt(wzt, m));
         for (int64_t ic = 0; ic < cg; ic++)
           for (int64_t t = 0; t < taps; t++) {
             const int32_t v8 = static_cast<int32_t>(ref::GetReal(
@@ -1703,6 +1688,20 @@ Status LowerQuantizedConv(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// QLinearMatMul's requantizing epilogue, shared by its kernels: the A, B and output scales, the
+// output zero point and the optional bias, as defines and as the kernel arguments after the
+// operand and zero-point arguments.
+static void AddQLinearMatMulEpilogue(Emitter &e, const Node &node, Defines &d, Pending &k) {
+  d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
+  d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
+  d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
+  DefQuantRange(d, e.T(node.outputs[0]).dtype);
+  for (size_t i : {1, 4, 6, 7})
+    k.args.push_back(TArg(node.inputs[i]));
+  if (node.input(8) != kNoTensor)
+    k.args.push_back(TArg(node.input(8)));
+}
+
 // The CPU profile's quantized matrix product with a constant 2-D B, summed in float32 where that
 // is exact (kernels/qmatmul_f.cl): for every column, the largest |a - azp| times the sum of its
 // |b - bzp| below 2^24. B re-laid out as float32 b - bzp[n] in panels of 16 columns,
@@ -1722,10 +1721,7 @@ bool LowerQuantizedMatMulF(Emitter &e, const Node &node, int64_t batch, int64_t 
   const int64_t np = CeilDiv(n, 16) * 16;
   std::vector<float> wl(static_cast<size_t>(ka * np), 0.f);  // panels [n / 16][k][16]
   for (int64_t j = 0; j < n; j++) {
-    const double zp = bzt == nullptr
-                          ? 0.0
-                          : static_cast<double>(ref::GetReal(
-                                *bzt, bzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(j)));
+    const double zp = static_cast<double>(ZeroPointAt(bzt, j));
     double bound = 0;
     for (int64_t k = 0; k < ka; k++) {
       const float v = static_cast<float>(
@@ -1754,16 +1750,8 @@ bool LowerQuantizedMatMulF(Emitter &e, const Node &node, int64_t batch, int64_t 
   k.args = {TArg(a), TArg(bv)};
   if (az != kNoTensor)
     k.args.push_back(TArg(az));
-  if (ql) {
-    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
-    DefQuantRange(d, e.T(y).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (node.input(8) != kNoTensor)
-      k.args.push_back(TArg(node.input(8)));
-  }
+  if (ql)
+    AddQLinearMatMulEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
   k.label = node.Describe();
   k.entry = "qmatmul_f";
@@ -1802,10 +1790,7 @@ bool LowerQuantizedMatMulDot(Emitter &e, const Node &node, int64_t batch, int64_
   Bytes wt(static_cast<size_t>(np * k4 * 16 * 4), 0);
   std::vector<int32_t> sums(static_cast<size_t>(n), 0);
   for (int64_t j = 0; j < n; j++) {
-    const int64_t zp = bzt == nullptr
-                           ? 0
-                           : static_cast<int64_t>(ref::GetReal(
-                                 *bzt, bzt->shape.NumElements() == 1 ? 0 : static_cast<size_t>(j)));
+    const int64_t zp = ZeroPointAt(bzt, j);
     int64_t sum = 0;
     for (int64_t k = 0; k < ka; k++) {
       const int64_t v =
@@ -1838,16 +1823,8 @@ bool LowerQuantizedMatMulDot(Emitter &e, const Node &node, int64_t batch, int64_
   k.args = {TArg(a), TArg(bv), TArg(bsum)};
   if (az != kNoTensor)
     k.args.push_back(TArg(az));
-  if (ql) {
-    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
-    DefQuantRange(d, e.T(y).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (node.input(8) != kNoTensor)
-      k.args.push_back(TArg(node.input(8)));
-  }
+  if (ql)
+    AddQLinearMatMulEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
   k.label = node.Describe();
   k.entry = "qmatmul_dot";
@@ -1904,16 +1881,8 @@ Status LowerQuantizedMatMul(Emitter &e, const Node &node) {
     k.args.push_back(TArg(az));
   if (bz != kNoTensor)
     k.args.push_back(TArg(bz));
-  if (ql) {
-    d.Def("TAS", e.Tag(node.inputs[1])).Def("TBS", e.Tag(node.inputs[4]));
-    d.Def("TYS", e.Tag(node.inputs[6])).Def("TYZ", e.Tag(node.inputs[7]));
-    d.Int("BS_N", QuantCount(e, node.inputs[4])).Int("HAS_BIAS", node.input(8) != kNoTensor);
-    DefQuantRange(d, e.T(y).dtype);
-    for (size_t i : {1, 4, 6, 7})
-      k.args.push_back(TArg(node.inputs[i]));
-    if (node.input(8) != kNoTensor)
-      k.args.push_back(TArg(node.input(8)));
-  }
+  if (ql)
+    AddQLinearMatMulEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
   k.label = node.Describe();
   if (e.opt.profile == cl::Profile::kCpu) {

@@ -434,6 +434,12 @@ Status LowerChain(Emitter &e, const Node &node) {
   bool vec = quant && e.opt.profile == cl::Profile::kCpu && VectorChain(node) && e.Tag(y) == "f32";
   for (TensorId t : m.inputs)
     vec = vec && e.Dims(t) == m.space && e.Tag(t) == "f32";
+  // out1's store of element `index` quantized from float expression `value`
+  auto qstore = [&](const std::string &index, const std::string &value) {
+    return "STORE(" + e.Tag(m.output2) + ", out1, out1_off + " + index +
+           ", nn_requantize(nn_div_for_rint(" + value + ", " + qscale + "), " + qzp + ", " + qlo +
+           ", " + qhi + "));";
+  };
   if (vec) {
     // 16 elements per work-item as float16 code (one element per work-item stays scalar code
     // on PoCL, where the quantizer's division steps cost more than the chain).
@@ -448,13 +454,11 @@ Status LowerChain(Emitter &e, const Node &node) {
     m.body = "const uint e0 = i * 16; if (e0 + 16 <= " + nn + ") { " + vload + "float16 v = x0; " +
              steps + "vstore16(v, 0, out0 + out0_off + e0); " +
              "const float16 q = nn_div_for_rint16(v, " + qscale + "); " +
-             "const float16 r = select(clamp(rint(q) + " + qzp + ", " + qlo + ", " + qhi +
-             "), (float16)(0.0f), isnan(q)); " + "vstore16(NN_CAT(convert_, NN_CAT(STYPE(" +
-             e.Tag(m.output2) +
+             "const float16 r = nn_requantize16(q, " + qzp + ", " + qlo + ", " + qhi + "); " +
+             "vstore16(NN_CAT(convert_, NN_CAT(STYPE(" + e.Tag(m.output2) +
              "), 16))(r), 0, out1 + out1_off + e0); } else { for (uint j = e0; j < " + nn +
-             "; j++) { " + sload + "float v = x0; " + steps + "out0[out0_off + j] = v; STORE(" +
-             e.Tag(m.output2) + ", out1, out1_off + j, nn_requantize(nn_div_for_rint(v, " + qscale +
-             "), " + qzp + ", " + qlo + ", " + qhi + ")); } }";
+             "; j++) { " + sload + "float v = x0; " + steps + "out0[out0_off + j] = v; " +
+             qstore("j", "v") + " } }";
   } else {
     for (size_t k = 0; k < m.inputs.size(); k++)
       m.body +=
@@ -464,9 +468,7 @@ Status LowerChain(Emitter &e, const Node &node) {
     // The quantizer reads the float as stored (half storage rounds it first), as the separate
     // QuantizeLinear would; a work-item's own store is visible to its later loads.
     if (quant)
-      m.body += "STORE(" + e.Tag(m.output2) +
-                ", out1, out1_off + i, nn_requantize(nn_div_for_rint(" + "LOAD(" + e.Tag(y) +
-                ", out0, out0_off + i), " + qscale + "), " + qzp + ", " + qlo + ", " + qhi + "));";
+      m.body += qstore("i", "LOAD(" + e.Tag(y) + ", out0, out0_off + i)");
   }
   m.flops = static_cast<uint64_t>(n) * node.attrs.Strings("ops").size();
   return EmitMap(e, m, node.Describe());

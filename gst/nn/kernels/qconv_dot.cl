@@ -255,8 +255,7 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
 #if QLINEAR
       const float16 v = convert_float16(sum) * mult;
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
-      const float16 q = clamp(rint(v) + zp, (float16)(QMIN), (float16)(QMAX));
-      const float16 r = select(q, (float16)(0.0f), isnan(v));
+      const float16 r = nn_requantize16(v, zp, QMIN, QMAX);
 #if HAS_LUT
       int li[16];
       vstore16(convert_int16(r) - (int)QMIN, 0, li);

@@ -122,8 +122,7 @@ __kernel void qmatmul_dot(__global const STYPE(TA) * a, uint a_off, __global con
 #if QLINEAR
       const float16 v = convert_float16(sum) * multv;
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qmatmul.cl
-      const float16 q = clamp(rint(v) + zp, (float16)(QMIN), (float16)(QMAX));
-      const float16 res = select(q, (float16)(0.0f), isnan(v));
+      const float16 res = nn_requantize16(v, zp, QMIN, QMAX);
       if (c0 + 16 <= N) {
         vstore16(NN_CAT(convert_, NN_CAT(STYPE(TY), 16))(res), 0, y + yi);
       } else {

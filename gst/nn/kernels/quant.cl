@@ -51,6 +51,11 @@ inline float nn_requantize(float v, float zp, float lo, float hi) {
   return isnan(v) ? 0.0f : clamp(rint(v) + zp, lo, hi);
 }
 
+// nn_requantize on 16 lanes.
+inline float16 nn_requantize16(float16 v, float zp, float lo, float hi) {
+  return select(clamp(rint(v) + zp, (float16)(lo), (float16)(hi)), (float16)(0.0f), isnan(v));
+}
+
 #ifdef MODE
 __kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TS) * s,
                        uint s_off,
@@ -130,8 +135,7 @@ __kernel void quantize_vec(__global const float *x, uint x_off, __global const S
 #endif
   if (i0 + 16 <= NUM) {
     const float16 v = nn_div_for_rint16(vload16(0, x + x_off + i0), sc);
-    const float16 q = clamp(rint(v) + zp, (float16)(QMIN), (float16)(QMAX));
-    const float16 r = select(q, (float16)(0.0f), isnan(v));
+    const float16 r = nn_requantize16(v, zp, QMIN, QMAX);
     vstore16(NN_CAT(convert_, NN_CAT(STYPE(TY), 16))(r), 0, y + y_off + i0);
   } else {
     for (uint i = i0; i < NUM; i++)
