@@ -40,7 +40,7 @@ inline int nn_near_tie(float q) {
 // could round differently from the plain quotient, else the plain quotient. Most quotients are
 // far from a tie, and those of zero inputs would otherwise take the correction steps through
 // subnormal neighbours, which x86 computes in microcode (a quantize of 98,304 mostly zero
-// values took 3.5 times as long as one of the same size without).
+// values took 3.3 times as long as one of the same size without: 0.70 against 0.21 ms).
 inline float nn_div_for_rint(float x, float s) {
   const float q = x / s;
   return nn_near_tie(q) ? nn_div_rn(x, s) : q;
