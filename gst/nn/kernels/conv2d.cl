@@ -13,7 +13,7 @@
 #if W_IMAGE
 __constant sampler_t nn_weight_sampler =
     CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
-inline float nn_weight(__read_only image2d_t img, int idx) {
+static inline float nn_weight(__read_only image2d_t img, int idx) {
   const int t = idx >> 2;
   const float4 v = read_imagef(img, nn_weight_sampler, (int2)(t % IMG_W, t / IMG_W));
   const int c = idx & 3;

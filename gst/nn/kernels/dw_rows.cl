@@ -36,9 +36,9 @@
 
 // acc[j][a] += the window of output channel j, output row oh0 + a, pixels from the input
 // column iw0 on (the left edge of the first pixel's window), over image channel base xbase.
-inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, const float xzp,
-                       __global const STYPE(TW) * w, const int wbase, const int oh0, const int iw0,
-                       VF acc[M][R]) {
+static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, const float xzp,
+                              __global const STYPE(TW) * w, const int wbase, const int oh0,
+                              const int iw0, VF acc[M][R]) {
   const bool interior = (iw0 >= 0) & (iw0 + SEG <= W);  // & : iw0 may be a constant
 #pragma unroll
   for (int i = 0; i < IROWS; i++) {

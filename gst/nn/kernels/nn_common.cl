@@ -6,6 +6,12 @@
 //   h16 half buffers with cl_khr_fp16 (direct half loads, for fp16 compute)
 //   i64 long   i32 int   u8 uchar   i8 char   b8 bool as uchar 0/1
 // LOAD gives the value in its compute type (float for f32/f16/h16); STORE converts back.
+//
+// Helpers here and in the kernel sources are `static inline`: a plain `inline` function gets
+// an external definition, so every program kept every helper (and the library functions they
+// call) whether its kernel used them or not. Static, the unused ones are dropped at compile
+// time, and a cached program's bitcode, which PoCL parses again at each load, is a third
+// smaller.
 #ifndef NN_COMMON_CL
 #define NN_COMMON_CL
 
@@ -61,31 +67,31 @@
 
 // Activations of fused epilogues: ACT is defined by code generation as one of these (with its
 // alpha/beta as literals), or as nn_identity.
-inline float nn_identity(float x) {
+static inline float nn_identity(float x) {
   return x;
 }
-inline float nn_relu(float x) {
+static inline float nn_relu(float x) {
   return fmax(x, 0.0f);
 }
-inline float nn_leaky_relu(float x, float a) {
+static inline float nn_leaky_relu(float x, float a) {
   return x >= 0.0f ? x : a * x;
 }
-inline float nn_elu(float x, float a) {
+static inline float nn_elu(float x, float a) {
   return x >= 0.0f ? x : a * (exp(x) - 1.0f);
 }
-inline float nn_sigmoid(float x) {
+static inline float nn_sigmoid(float x) {
   return 1.0f / (1.0f + exp(-x));
 }
-inline float nn_hard_sigmoid(float x, float a, float b) {
+static inline float nn_hard_sigmoid(float x, float a, float b) {
   return clamp(a * x + b, 0.0f, 1.0f);
 }
-inline float nn_hard_swish(float x) {
+static inline float nn_hard_swish(float x) {
   return x * clamp(x / 6.0f + 0.5f, 0.0f, 1.0f);
 }
-inline float nn_clip(float x, float lo, float hi) {
+static inline float nn_clip(float x, float lo, float hi) {
   return fmin(fmax(x, lo), hi);
 }
-inline float nn_softplus(float x) {
+static inline float nn_softplus(float x) {
   return x > 20.0f ? x : log1p(exp(x));
 }
 
@@ -96,7 +102,7 @@ inline float nn_softplus(float x) {
 // relative weights; above, (1 - e^-2a) / (1 + e^-2a), where 1 - e^-2a >= 2/3 loses nothing to
 // cancellation. NaN stays NaN, +-inf gives +-1, -0 stays -0.
 #define NN_DEFINE_TANH(T)                                                   \
-  inline T __attribute__((overloadable)) nn_tanh(T x) {                     \
+  static inline T __attribute__((overloadable)) nn_tanh(T x) {              \
     const T a = fabs(x);                                                    \
     const T e = exp(-2.0f * a);                                             \
     const T big = (1.0f - e) / (1.0f + e);                                  \
@@ -116,28 +122,28 @@ NN_DEFINE_TANH(float16)
 
 // Integer division and modulo that never trap (a zero divisor gives 0, as a GPU would rather
 // than a CPU's SIGFPE): ONNX leaves it undefined, we keep it harmless.
-inline long nn_idiv(long a, long b) {
+static inline long nn_idiv(long a, long b) {
   return b == 0 ? 0 : a / b;
 }
 // Mod with fmod = 0: the result takes the divisor's sign (Python's %).
-inline long nn_imod(long a, long b) {
+static inline long nn_imod(long a, long b) {
   if (b == 0)
     return 0;
   long r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
-inline float nn_fmod_floor(float a, float b) {
+static inline float nn_fmod_floor(float a, float b) {
   float r = fmod(a, b);
   return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
 }
 // Round half to even (ONNX Round); rint does this in the default rounding mode.
-inline float nn_round(float x) {
+static inline float nn_round(float x) {
   return rint(x);
 }
-inline float nn_sign(float x) {
+static inline float nn_sign(float x) {
   return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
 }
-inline long nn_isign(long x) {
+static inline long nn_isign(long x) {
   return x > 0 ? 1 : (x < 0 ? -1 : 0);
 }
 
@@ -145,7 +151,7 @@ inline long nn_isign(long x) {
 // is held in float32 storage. Bit arithmetic, as half variables need cl_khr_fp16: subnormal
 // halves are multiples of 2^-24, normal ones keep 10 of float's 23 mantissa bits, and from
 // 65520 up the nearest half is infinity.
-inline float nn_round_half(float x) {
+static inline float nn_round_half(float x) {
   const float a = fabs(x);
   if (isnan(x))
     return x;
@@ -160,7 +166,7 @@ inline float nn_round_half(float x) {
 // An element-wise chain fused into a convolution's or product's epilogue: code generation
 // defines its statements on v (which starts as the pre-activation value x0) as NN_ACT_CHAIN.
 #ifdef NN_ACT_CHAIN
-inline float nn_act_chain(float x0) NN_ACT_CHAIN
+static inline float nn_act_chain(float x0) NN_ACT_CHAIN
 #endif
 
 #ifndef ACT

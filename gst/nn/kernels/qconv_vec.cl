@@ -41,7 +41,7 @@
 #define HALVES (V / 8)
 
 // Interleaves two channels' 8 shifted inputs: (a0, b0, a1, b1, ...).
-inline short16 nn_q_interleave(short8 a, short8 b) {
+static inline short16 nn_q_interleave(short8 a, short8 b) {
   return (short16)(a.s0, b.s0, a.s1, b.s1, a.s2, b.s2, a.s3, b.s3, a.s4, b.s4, a.s5, b.s5, a.s6,
                    b.s6, a.s7, b.s7);
 }
@@ -49,7 +49,7 @@ inline short16 nn_q_interleave(short8 a, short8 b) {
 // acc + x.even * w.even + x.odd * w.odd in int lanes: pmaddwd's arithmetic. LLVM folds the
 // interleaving back out of the portable form (the even lanes of x are the first channel) and
 // multiplies in 32 bits, so x86 compilers that have the instruction get it by name.
-inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
+static inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
 #if defined(__clang__) && defined(__AVX2__)
   return acc + __builtin_astype(__builtin_ia32_pmaddwd256(x, w), int8);
 #else
@@ -60,8 +60,8 @@ inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
 
 // V inputs of a run of `len` elements from `at` on (stride SW), shifted by xzp; elements outside
 // [0, len) read as the zero point itself (0 after the shift), as padding must.
-inline void nn_q_row(__global const STYPE(TX) * x, int at, int iw0, int len, short xzp,
-                     short8 *out) {
+static inline void nn_q_row(__global const STYPE(TX) * x, int at, int iw0, int len, short xzp,
+                            short8 *out) {
   if (SW == 1 && iw0 >= 0 && iw0 + V <= len) {
     for (int h = 0; h < HALVES; h++)
       out[h] = convert_short8(vload8(0, x + at + iw0 + 8 * h)) - xzp;

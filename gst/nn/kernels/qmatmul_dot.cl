@@ -22,7 +22,7 @@
 #define NN_DP(acc, xv, wv) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(xv), "v"(wv))
 
 // Four bytes of A from `p` as the unsigned operand; `n` of them are real (the rest 0).
-inline int nn_qa4(__global const STYPE(TA) * p, int n) {
+static inline int nn_qa4(__global const STYPE(TA) * p, int n) {
   uint v;
   if (n >= 4) {
     v = as_uint(as_uchar4(vload4(0, p)));

@@ -11,12 +11,12 @@
 #define NB ((N + 15) / 16)
 #define MB ((M + RB - 1) / RB)
 
-inline short16 nn_q_interleave(short8 a, short8 b) {
+static inline short16 nn_q_interleave(short8 a, short8 b) {
   return (short16)(a.s0, b.s0, a.s1, b.s1, a.s2, b.s2, a.s3, b.s3, a.s4, b.s4, a.s5, b.s5, a.s6,
                    b.s6, a.s7, b.s7);
 }
 
-inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
+static inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
 #if defined(__clang__) && defined(__AVX2__)
   return acc + __builtin_astype(__builtin_ia32_pmaddwd256(x, w), int8);
 #else
@@ -26,7 +26,7 @@ inline int8 nn_q_madd(short16 x, short16 w, int8 acc) {
 }
 
 // 16 columns of B's row k from column c0, shifted by the zero points; past N: 0.
-inline short16 nn_q_brow(__global const STYPE(TB) * b, int row, int c0, short16 bzp) {
+static inline short16 nn_q_brow(__global const STYPE(TB) * b, int row, int c0, short16 bzp) {
   if (c0 + 16 <= N)
     return convert_short16(vload16(0, b + row + c0)) - bzp;
   short t[16];

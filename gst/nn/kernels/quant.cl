@@ -13,7 +13,7 @@
 // x / s rounded to nearest even as IEEE division does: OpenCL allows 2.5 ulp for a float
 // division unless a build option asks for more, and a quotient one ulp off moves a value that
 // should round to a tie. The exact residual x - q * s (fma) picks the neighbour nearest x / s.
-inline float nn_div_rn(float x, float s) {
+static inline float nn_div_rn(float x, float s) {
   float q = x / s;
   for (int i = 0; i < 3; i++) {
     const float r = fabs(fma(-q, s, x));
@@ -32,7 +32,7 @@ inline float nn_div_rn(float x, float s) {
 // within 8 ulp of a half-integer (a quotient is at most 2.5 ulp off). Elsewhere q rounds as the
 // exact quotient does and needs no correction. q - floor(q) is exact below 2^23; NaN and
 // infinity answer true (the correction steps keep them).
-inline int nn_near_tie(float q) {
+static inline int nn_near_tie(float q) {
   return !(fabs(fabs(q - floor(q)) - 0.5f) > 8.0f * FLT_EPSILON * fmax(fabs(q), 1.0f));
 }
 
@@ -41,18 +41,18 @@ inline int nn_near_tie(float q) {
 // far from a tie, and those of zero inputs would otherwise take the correction steps through
 // subnormal neighbours, which x86 computes in microcode (a quantize of 98,304 mostly zero
 // values took 3.3 times as long as one of the same size without: 0.70 against 0.21 ms).
-inline float nn_div_for_rint(float x, float s) {
+static inline float nn_div_for_rint(float x, float s) {
   const float q = x / s;
   return nn_near_tie(q) ? nn_div_rn(x, s) : q;
 }
 
 // round(v) + zp, saturated to [lo, hi]; NaN gives 0 as the reference interpreter does.
-inline float nn_requantize(float v, float zp, float lo, float hi) {
+static inline float nn_requantize(float v, float zp, float lo, float hi) {
   return isnan(v) ? 0.0f : clamp(rint(v) + zp, lo, hi);
 }
 
 // nn_requantize on 16 lanes.
-inline float16 nn_requantize16(float16 v, float zp, float lo, float hi) {
+static inline float16 nn_requantize16(float16 v, float zp, float lo, float hi) {
   return select(clamp(rint(v) + zp, (float16)(lo), (float16)(hi)), (float16)(0.0f), isnan(v));
 }
 
@@ -84,7 +84,7 @@ __kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const 
 
 #if defined(QV) || defined(ELT_QUANT)
 // 16 lanes of nn_div_for_rint (quantize_vec, and an elementwise chain's fused quantizer).
-inline float16 nn_div_for_rint16(float16 x, float s) {
+static inline float16 nn_div_for_rint16(float16 x, float s) {
   const float16 sv = (float16)(s);
   float16 q = x / sv;
   // Only lanes near a tie need the steps (nn_div_for_rint); the others, zeros among them, keep
