@@ -11,7 +11,7 @@
 #include "nn_common.cl"
 
 #if W_IMAGE
-__constant sampler_t nn_weight_sampler =
+static __constant sampler_t nn_weight_sampler =
     CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;
 static inline float nn_weight(__read_only image2d_t img, int idx) {
   const int t = idx >> 2;

@@ -190,7 +190,7 @@ static inline float nn_act_chain(float x0) NN_ACT_CHAIN
 // generation defined ACTV (DefineVectorActivation): built-ins like tanh then run as vector code
 // instead of once per lane. The kernel defines VF and includes this after nn_common.cl.
 #ifdef NN_ACT_CHAIN_V
-#define NN_DEFINE_ACT_CHAIN_V inline VF nn_act_chain_v(VF x0) NN_ACT_CHAIN_V
+#define NN_DEFINE_ACT_CHAIN_V static inline VF nn_act_chain_v(VF x0) NN_ACT_CHAIN_V
 #else
 #define NN_DEFINE_ACT_CHAIN_V
 #endif
