@@ -1,10 +1,13 @@
-// op-build-programs: the helper process of ProgramCache::BuildAll (see program_cache.h).
+// op-build-programs: the helper process of ProgramCache::BuildAll and BuildKernels (see
+// program_cache.h).
 //
 //   op-build-programs DEVICE DIR REQUESTS
 //
 // Opens DEVICE ("P:D"), reads the programs REQUESTS lists (written by BuildAll) and builds them
 // from the last to the first into the binary cache DIR, skipping those whose binary is there
 // already (the parent walks the same list from the first, loading what this process stored).
+// Written by BuildKernels, it builds the linked programs BuildKernels plans for them from the
+// last, each claimed first, until it meets one the parent claimed.
 // Exit status 0 when every program it took was stored; the parent never depends on it: a program
 // this process did not store, the parent builds itself.
 #include <sys/prctl.h>
@@ -46,9 +49,15 @@ int main(int argc, char **argv) {
   }
   op::cl::Device &d = **device;
   op::cl::ProgramCache cache(d.context(), d.id(), d.caps(), argv[2]);
+  if (requests->link) {  // BuildKernels': its linked programs, from the last
+    std::vector<op::cl::ProgramRequest> all;
+    for (const op::cl::StoredProgramRequest &r : requests->requests)
+      all.push_back({r.source, r.options, r.label});
+    return cache.BuildLinkedFromEnd(all, requests->link_options).ok() ? 0 : 1;
+  }
   int failed = 0;
-  for (size_t i = requests->size(); i-- > 0;) {
-    const op::cl::StoredProgramRequest &r = (*requests)[i];
+  for (size_t i = requests->requests.size(); i-- > 0;) {
+    const op::cl::StoredProgramRequest &r = requests->requests[i];
     if (cache.HasBinary(r.source, r.options))
       continue;
     if (!cache.Build(r.source, r.options, r.label).ok())

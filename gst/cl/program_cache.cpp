@@ -7,11 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "device.h"
@@ -79,7 +82,7 @@ std::string HelperPath() {
   return {};
 }
 
-constexpr char kRequestsMagic[] = "OPBR1\n";
+constexpr char kRequestsMagic[] = "OPBR2\n";
 
 }  // namespace
 
@@ -87,8 +90,10 @@ bool BuildHelperAutoWants(double load_average, int cores) {
   return cores >= 2 && load_average <= cores - 1.0;
 }
 
-std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests) {
+std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests,
+                                     const std::string *link_options) {
   std::string out = kRequestsMagic;
+  out += link_options ? "L " + std::to_string(link_options->size()) + "\n" + *link_options : "B\n";
   for (const ProgramRequest &r : requests) {
     out += std::to_string(r.source.size()) + " " + std::to_string(r.options.size()) + " " +
            std::to_string(r.label.size()) + "\n";
@@ -99,29 +104,45 @@ std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests
   return out;
 }
 
-StatusOr<std::vector<StoredProgramRequest>> ParseProgramRequests(std::string_view bytes) {
+StatusOr<ProgramRequestFile> ParseProgramRequests(std::string_view bytes) {
   const std::string_view magic(kRequestsMagic);
   if (bytes.substr(0, magic.size()) != magic)
     return Corrupt("not a program request file");
   bytes.remove_prefix(magic.size());
-  std::vector<StoredProgramRequest> out;
+  ProgramRequestFile out;
+  if (bytes.substr(0, 2) == "L ") {
+    const size_t eol = bytes.find('\n');
+    unsigned long long n = 0;
+    if (eol == std::string_view::npos || eol > 24 ||
+        std::sscanf(std::string(bytes.substr(2, eol - 2)).c_str(), "%llu", &n) != 1 ||
+        n > bytes.size() - eol - 1)
+      return Corrupt("bad link options line");
+    out.link = true;
+    out.link_options = std::string(bytes.substr(eol + 1, n));
+    bytes.remove_prefix(eol + 1 + n);
+  } else if (bytes.substr(0, 2) == "B\n") {
+    bytes.remove_prefix(2);
+  } else {
+    return Corrupt("no kind line");
+  }
+  std::vector<StoredProgramRequest> &reqs = out.requests;
   while (!bytes.empty()) {
     const size_t eol = bytes.find('\n');
     if (eol == std::string_view::npos || eol > 64)
-      return Corrupt("request " + std::to_string(out.size()) + ": no size line");
+      return Corrupt("request " + std::to_string(reqs.size()) + ": no size line");
     unsigned long long n[3] = {0, 0, 0};
     const std::string line(bytes.substr(0, eol));
     if (std::sscanf(line.c_str(), "%llu %llu %llu", &n[0], &n[1], &n[2]) != 3)
-      return Corrupt("request " + std::to_string(out.size()) + ": bad size line");
+      return Corrupt("request " + std::to_string(reqs.size()) + ": bad size line");
     bytes.remove_prefix(eol + 1);
     if (n[0] > bytes.size() || n[1] > bytes.size() - n[0] || n[2] > bytes.size() - n[0] - n[1])
-      return Corrupt("request " + std::to_string(out.size()) + ": truncated");
+      return Corrupt("request " + std::to_string(reqs.size()) + ": truncated");
     StoredProgramRequest r;
     r.source = std::string(bytes.substr(0, n[0]));
     r.options = std::string(bytes.substr(n[0], n[1]));
     r.label = std::string(bytes.substr(n[0] + n[1], n[2]));
     bytes.remove_prefix(n[0] + n[1] + n[2]);
-    out.push_back(std::move(r));
+    reqs.push_back(std::move(r));
   }
   return out;
 }
@@ -157,9 +178,12 @@ ProgramCache::ProgramCache(cl_context context, cl_device_id device, const Capabi
     dir_ = dir.empty() ? DefaultDir() : dir;
 }
 
-std::string ProgramCache::KeyOf(std::string_view source, std::string_view options) const {
+std::string ProgramCache::KeyOf(std::string_view source, std::string_view options,
+                                bool object) const {
   std::string all = device_key_;
-  all += '\x1f';
+  all += object ? "\x1f"
+                  "object\x1f"
+                : "\x1f";
   all += options;
   all += '\x1f';
   all += source;
@@ -173,7 +197,8 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
 }
 
 StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::string_view source,
-                                                 std::string_view options, std::string_view label) {
+                                                 std::string_view options, std::string_view label,
+                                                 bool object) {
   {
     std::lock_guard<std::mutex> guard(lock_);
     auto it = programs_.find(key);
@@ -186,12 +211,12 @@ StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::st
   // threads asking for the same new program both build it; the first stored wins.
   std::string path = dir_.empty() ? std::string() : dir_ + "/" + key + ".bin";
   const double t0 = NowMs();
-  ProgramHandle program = path.empty() ? ProgramHandle() : LoadBinary(path, key, options);
+  ProgramHandle program = path.empty() ? ProgramHandle() : LoadBinary(path, key, options, object);
   bool from_disk = static_cast<bool>(program);
   const double t1 = NowMs();
   double t2 = t1;
   if (!from_disk) {
-    OP_ASSIGN_OR_RETURN(program, BuildFromSource(source, options, label));
+    OP_ASSIGN_OR_RETURN(program, BuildFromSource(source, options, label, object));
     t2 = NowMs();
     if (!path.empty())
       StoreBinary(program.get(), path, key);
@@ -206,63 +231,80 @@ StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::st
   return it->second;
 }
 
-StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
-    const std::vector<ProgramRequest> &requests, const BuildProgress &progress) {
-  // One job per distinct key; every request points at its job. Requests that share one source
-  // text and options (a model's kernels made from one template) are matched first, without
-  // hashing: a key hashes the whole source, and a model has several kernels per source.
+void ProgramCache::Group(const std::vector<ProgramRequest> &requests, std::vector<size_t> *job_of,
+                         std::vector<size_t> *first, std::vector<std::string> *keys) const {
+  // Requests that share one source text and options (a model's kernels made from one template)
+  // are matched first, without hashing: a key hashes the whole source, and a model has several
+  // kernels per source.
   std::map<std::pair<const char *, std::string_view>, size_t> job_of_text;
   std::map<std::string, size_t> job_of_key;
-  std::vector<size_t> first_request;  // per job
-  std::vector<std::string> keys;      // per job
-  std::vector<size_t> job_of(requests.size());
+  job_of->assign(requests.size(), 0);
   for (size_t i = 0; i < requests.size(); i++) {
     const ProgramRequest &r = requests[i];
     auto text = job_of_text.find({r.source.data(), r.options});
     // The same address and length: the same bytes.
     if (text != job_of_text.end() &&
-        requests[first_request[text->second]].source.size() == r.source.size()) {
-      job_of[i] = text->second;
+        requests[(*first)[text->second]].source.size() == r.source.size()) {
+      (*job_of)[i] = text->second;
       continue;
     }
-    std::string key = KeyOf(r.source, r.options);
-    auto [it, inserted] = job_of_key.emplace(key, first_request.size());
+    std::string key = KeyOf(r.source, r.options, r.object);
+    auto [it, inserted] = job_of_key.emplace(key, first->size());
     if (inserted) {
-      first_request.push_back(i);
-      keys.push_back(std::move(key));
+      first->push_back(i);
+      keys->push_back(std::move(key));
     }
-    job_of[i] = it->second;
+    (*job_of)[i] = it->second;
     job_of_text.emplace(std::make_pair(r.source.data(), std::string_view(r.options)), it->second);
   }
-  const size_t jobs = first_request.size();
-  std::vector<ProgramRequest> distinct;
-  for (size_t j = 0; j < jobs; j++)
-    distinct.push_back(requests[first_request[j]]);
+}
+
+std::vector<StatusOr<ProgramHandle>> ProgramCache::BuildJobs(
+    const std::vector<ProgramRequest> &distinct, const std::vector<std::string> &keys,
+    const BuildProgress &progress, size_t total) {
+  const size_t jobs = distinct.size();
   std::string request_file;
-  const int helper = StartHelper(distinct, keys, &request_file);
+  const int helper = StartHelper(distinct, keys, nullptr, &request_file);
   std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
   std::mutex progress_lock;
   size_t done = 0;
   // The pool takes the jobs in order, from the first: the helper builds from the last.
   ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
     const ProgramRequest &r = distinct[j];
-    built[j] = BuildKeyed(keys[j], r.source, r.options, r.label);
+    built[j] = BuildKeyed(keys[j], r.source, r.options, r.label, r.object);
     std::lock_guard<std::mutex> g(progress_lock);
     ++done;
     if (progress)
-      progress(done, jobs);
+      progress(done, total);
   });
-  if (helper > 0) {
-    // Every program is here: what the helper is still building, this process built already.
-    int status = 0;
-    if (waitpid(helper, &status, WNOHANG) == 0) {
-      kill(helper, SIGKILL);
-      waitpid(helper, &status, 0);
-    }
-    std::remove(request_file.c_str());
-    for (const std::string &key : keys)  // a store it left half-written
-      std::remove((dir_ + "/" + key + ".bin.tmp" + std::to_string(helper)).c_str());
+  // Every program is here: what the helper is still building, this process built already.
+  StopHelper(helper, request_file, keys);
+  return built;
+}
+
+void ProgramCache::StopHelper(int pid, const std::string &request_file,
+                              const std::vector<std::string> &keys) {
+  if (pid <= 0)
+    return;
+  int status = 0;
+  if (waitpid(pid, &status, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
   }
+  std::remove(request_file.c_str());
+  for (const std::string &key : keys)  // a store it left half-written
+    std::remove((dir_ + "/" + key + ".bin.tmp" + std::to_string(pid)).c_str());
+}
+
+StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
+    const std::vector<ProgramRequest> &requests, const BuildProgress &progress) {
+  std::vector<size_t> job_of, first;
+  std::vector<std::string> keys;
+  Group(requests, &job_of, &first, &keys);
+  std::vector<ProgramRequest> distinct;
+  for (size_t j : first)
+    distinct.push_back(requests[j]);
+  std::vector<StatusOr<ProgramHandle>> built = BuildJobs(distinct, keys, progress, distinct.size());
   std::vector<ProgramHandle> out(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
     if (!built[job_of[i]].ok())
@@ -270,6 +312,329 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
     out[i] = *built[job_of[i]];
   }
   return out;
+}
+
+namespace {
+
+// The names of the kernels `source` declares (`__kernel void <name>` or `kernel void <name>`,
+// attributes between allowed), in order, once each; comments skipped.
+std::vector<std::string> KernelNames(std::string_view source) {
+  std::vector<std::string> names;
+  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  int state = 0;  // 1: after `kernel`, 2: after `kernel ... void`
+  size_t i = 0;
+  while (i < source.size()) {
+    const char c = source[i];
+    if (c == '/' && i + 1 < source.size() && source[i + 1] == '/') {
+      i = source.find('\n', i);
+      if (i == std::string_view::npos)
+        break;
+      continue;
+    }
+    if (c == '/' && i + 1 < source.size() && source[i + 1] == '*') {
+      i = source.find("*/", i + 2);
+      if (i == std::string_view::npos)
+        break;
+      i += 2;
+      continue;
+    }
+    if (ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
+      size_t j = i;
+      while (j < source.size() && ident_char(source[j]))
+        j++;
+      const std::string_view id = source.substr(i, j - i);
+      if (state == 2) {
+        if (std::find(names.begin(), names.end(), id) == names.end())
+          names.emplace_back(id);
+        state = 0;
+      } else if (id == "__kernel" || id == "kernel") {
+        state = 1;
+      } else if (state == 1 && id == "void") {
+        state = 2;
+      }
+      i = j;
+      continue;
+    }
+    if (state == 2 && !std::isspace(static_cast<unsigned char>(c)))
+      state = 0;  // `void` not followed by a name
+    else if (state == 1 && (c == ';' || c == '{' || c == '}'))
+      state = 0;
+    i++;
+  }
+  return names;
+}
+
+}  // namespace
+
+StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernelsUnlinked(
+    const std::vector<KernelRequest> &requests, const BuildProgress &progress) {
+  std::vector<ProgramRequest> programs;
+  for (const KernelRequest &r : requests)
+    programs.push_back({r.source, r.options, r.label});
+  OP_ASSIGN_OR_RETURN(std::vector<ProgramHandle> built, BuildAll(programs, progress));
+  std::vector<KernelHandle> out;
+  for (size_t i = 0; i < requests.size(); i++) {
+    OP_ASSIGN_OR_RETURN(KernelHandle k, CreateKernel(built[i].get(), requests[i].entry.c_str()));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// BuildKernels' plan: the distinct requests (jobs), their objects with renamed kernels, and the
+// groups of jobs linked together.
+struct ProgramCache::LinkPlan {
+  std::vector<size_t> job_of;                               // per request
+  std::vector<ProgramRequest> distinct;                     // per job, as asked
+  std::vector<ProgramRequest> objects;                      // per job, kernels renamed
+  std::vector<std::string> object_keys;                     // per job
+  std::vector<std::map<std::string, std::string>> renamed;  // per job: kernel -> linked name
+  std::vector<std::vector<size_t>> members;                 // per group: its jobs
+  std::vector<std::string> keys;                            // per group
+  std::string link_options;
+  size_t groups() const { return keys.size(); }
+  size_t group_of(size_t job) const { return job % keys.size(); }
+};
+
+namespace {
+// Few, so that a warm start loads few programs; more than two, so that this process and the
+// helper, each claiming groups from its end, share the work evenly (see BuildKernels).
+constexpr size_t kLinkGroups = 4;
+}  // namespace
+
+ProgramCache::LinkPlan ProgramCache::Plan(const std::vector<ProgramRequest> &requests,
+                                          std::string_view link_options) const {
+  LinkPlan plan;
+  plan.link_options = std::string(link_options);
+  std::vector<size_t> first;
+  std::vector<std::string> keys;
+  Group(requests, &plan.job_of, &first, &keys);
+  const size_t jobs = first.size();
+  plan.renamed.resize(jobs);
+  for (size_t j = 0; j < jobs; j++) {
+    const ProgramRequest &r = requests[first[j]];
+    plan.distinct.push_back({r.source, r.options, r.label});
+    std::string options = r.options;
+    for (const std::string &name : KernelNames(r.source)) {
+      const std::string to = name + "__op" + std::to_string(j);
+      options += " -D" + name + "=" + to;
+      plan.renamed[j][name] = to;
+    }
+    plan.object_keys.push_back(KeyOf(r.source, options, true));
+    plan.objects.push_back({r.source, std::move(options), r.label, true});
+  }
+  const size_t groups = std::min(kLinkGroups, jobs);
+  // Jobs dealt out in turn: a network's layers come in runs of one kind (convolutions, then
+  // matrix products) whose builds cost differently, and dealt out, each run spreads over every
+  // group. (Halves did not divide the work: the full-size vision model's first half, its
+  // convolutions, took 28 s to build against 11 s for the second.)
+  plan.members.resize(groups);
+  for (size_t j = 0; j < jobs; j++)
+    plan.members[j % groups].push_back(j);
+  for (size_t g = 0; g < groups; g++) {
+    std::string all;
+    for (size_t j : plan.members[g])
+      all += plan.object_keys[j];
+    plan.keys.push_back(KeyOf(all, "link " + plan.link_options));
+  }
+  return plan;
+}
+
+ProgramHandle ProgramCache::FindLinked(const LinkPlan &plan, size_t g) {
+  const std::string &key = plan.keys[g];
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    auto it = programs_.find(key);
+    if (it != programs_.end()) {
+      stats_.memory_hits++;
+      return it->second;
+    }
+  }
+  if (dir_.empty())
+    return {};
+  const double t0 = NowMs();
+  ProgramHandle p = LoadBinary(dir_ + "/" + key + ".bin", key, plan.link_options, false);
+  if (!p)
+    return {};
+  std::lock_guard<std::mutex> guard(lock_);
+  stats_.disk_hits++;
+  stats_.load_ms += NowMs() - t0;
+  return programs_.emplace(key, p).first->second;
+}
+
+StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g,
+                                                  const std::function<void(size_t)> &ready) {
+  const std::vector<size_t> &jobs = plan.members[g];
+  const size_t n = jobs.size();
+  if (ProgramHandle p = FindLinked(plan, g)) {
+    ready(n + 1);
+    return p;
+  }
+  // The objects (compiled, or loaded from their binaries), then the link.
+  std::vector<StatusOr<ProgramHandle>> objects(n, Status(StatusCode::kInternal, "not built"));
+  ThreadPool::Shared().ParallelFor(n, [&](size_t i) {
+    const ProgramRequest &r = plan.objects[jobs[i]];
+    objects[i] = BuildKeyed(plan.object_keys[jobs[i]], r.source, r.options, r.label, true);
+    ready(1);
+  });
+  std::vector<cl_program> inputs;
+  for (const StatusOr<ProgramHandle> &o : objects) {
+    if (!o.ok())
+      return o.status();
+    inputs.push_back(o->get());
+  }
+  const double t0 = NowMs();
+  cl_int err = CL_SUCCESS;
+  ProgramHandle linked(clLinkProgram(context_, 1, &device_, plan.link_options.c_str(),
+                                     static_cast<cl_uint>(inputs.size()), inputs.data(), nullptr,
+                                     nullptr, &err));
+  const double t1 = NowMs();
+  {
+    std::lock_guard<std::mutex> guard(lock_);
+    stats_.link_ms += t1 - t0;
+  }
+  if (err != CL_SUCCESS || !linked) {
+    std::string log = linked ? BuildLog(linked.get(), device_) : std::string();
+    return Status(StatusCode::kUnsupported, std::string("clLinkProgram: ") + ErrorName(err) +
+                                                (log.empty() ? "" : "\n" + log));
+  }
+  const std::string &key = plan.keys[g];
+  if (!dir_.empty())
+    StoreBinary(linked.get(), dir_ + "/" + key + ".bin", key);
+  ready(1);
+  std::lock_guard<std::mutex> guard(lock_);
+  stats_.links++;
+  stats_.store_ms += NowMs() - t1;
+  return programs_.emplace(key, linked).first->second;
+}
+
+StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernels(
+    const std::vector<KernelRequest> &requests, std::string_view link_options,
+    const BuildProgress &progress) {
+  const char *env = std::getenv("GST_OP_LINK");
+  if (env && std::string(env) == "0")
+    return BuildKernelsUnlinked(requests, progress);
+  std::vector<ProgramRequest> programs;
+  for (const KernelRequest &r : requests)
+    programs.push_back({r.source, r.options, r.label});
+  const LinkPlan plan = Plan(programs, link_options);
+  for (size_t i = 0; i < requests.size(); i++)
+    if (!plan.renamed[plan.job_of[i]].count(requests[i].entry))
+      return BuildKernelsUnlinked(requests, progress);  // an entry the scan did not find
+  const size_t groups = plan.groups(), total = plan.objects.size() + groups;
+  std::mutex progress_lock;
+  size_t done = 0;
+  // n more ready: counted one by one, as BuildProgress promises (1, 2, ... total).
+  auto ready = [&](size_t n) {
+    std::lock_guard<std::mutex> g(progress_lock);
+    for (size_t k = 0; k < n; k++)
+      if (progress)
+        progress(++done, total);
+  };
+
+  std::vector<ProgramHandle> linked(groups);
+  // One after the other: PoCL loads one at a time (side by side measured no faster).
+  size_t missing = 0;
+  for (size_t g = 0; g < groups; g++)
+    missing += !(linked[g] = FindLinked(plan, g));
+  if (missing) {
+    // With a helper, each process claims a group before building it (a file made with O_EXCL):
+    // this process from the first, the helper from the last (BuildLinkedFromEnd), so that they
+    // meet wherever the work divides. A group the helper claimed, this process loads once the
+    // helper has stored it (or builds it, should the helper be gone first).
+    if (!dir_.empty())
+      for (const std::string &key : plan.keys)  // left by a run that was stopped
+        std::remove(ClaimPath(key).c_str());
+    std::string request_file;
+    int helper = StartHelper(plan.distinct, plan.keys, &plan.link_options, &request_file);
+    const int helper_pid = helper;
+    std::vector<size_t> theirs;
+    Status failed = Status::Ok();
+    auto build = [&](size_t g) {
+      StatusOr<ProgramHandle> p = BuildLinked(plan, g, ready);
+      if (p.ok())
+        linked[g] = *p;
+      else
+        failed = p.status();
+    };
+    for (size_t g = 0; g < groups && failed.ok(); g++) {
+      if (linked[g]) {
+        ready(plan.members[g].size() + 1);
+      } else if (helper > 0 && !Claim(plan.keys[g])) {
+        theirs.push_back(g);
+      } else {
+        build(g);
+      }
+    }
+    for (size_t g : theirs) {
+      if (!failed.ok())
+        break;
+      struct stat st {};
+      const std::string path = dir_ + "/" + plan.keys[g] + ".bin";
+      int status = 0;
+      while (helper > 0 && stat(path.c_str(), &st) != 0) {
+        if (waitpid(helper, &status, WNOHANG) != 0)
+          helper = 0;  // gone: what it did not store, this process builds
+        else
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      build(g);  // loads what the helper stored
+    }
+    StopHelper(helper_pid, request_file, plan.keys);  // (one reaped above is not signalled)
+    if (!dir_.empty())
+      for (const std::string &key : plan.keys)
+        std::remove(ClaimPath(key).c_str());
+    if (!failed.ok()) {
+      if (failed.code() != StatusCode::kUnsupported)
+        return failed;  // a source that does not compile: as it would unlinked
+      {
+        std::lock_guard<std::mutex> guard(lock_);
+        stats_.link_fallbacks++;
+      }
+      return BuildKernelsUnlinked(requests, progress);
+    }
+  } else {
+    ready(total);
+  }
+  std::vector<KernelHandle> out;
+  for (size_t i = 0; i < requests.size(); i++) {
+    const size_t job = plan.job_of[i];
+    const std::string &name = plan.renamed[job].at(requests[i].entry);
+    OP_ASSIGN_OR_RETURN(KernelHandle k,
+                        CreateKernel(linked[plan.group_of(job)].get(), name.c_str()));
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+Status ProgramCache::BuildLinkedFromEnd(const std::vector<ProgramRequest> &requests,
+                                        std::string_view link_options) {
+  if (dir_.empty())
+    return Status::Ok();
+  const LinkPlan plan = Plan(requests, link_options);
+  for (size_t g = plan.groups(); g-- > 0;) {
+    struct stat st {};
+    if (stat((dir_ + "/" + plan.keys[g] + ".bin").c_str(), &st) == 0)
+      continue;
+    if (!Claim(plan.keys[g]))
+      break;  // the parent's, and so are those before it
+    Status built = BuildLinked(plan, g, [](size_t) {}).status();
+    std::remove(ClaimPath(plan.keys[g]).c_str());
+    OP_RETURN_IF_ERROR(built);
+  }
+  return Status::Ok();
+}
+
+std::string ProgramCache::ClaimPath(const std::string &key) const {
+  return dir_ + "/" + key + ".claim";
+}
+
+bool ProgramCache::Claim(const std::string &key) {
+  MakeDirs(dir_);
+  const int fd = open(ClaimPath(key).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+  if (fd < 0)
+    return false;
+  close(fd);
+  return true;
 }
 
 bool ProgramCache::HasBinary(std::string_view source, std::string_view options) const {
@@ -280,7 +645,8 @@ bool ProgramCache::HasBinary(std::string_view source, std::string_view options) 
 }
 
 int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
-                              const std::vector<std::string> &keys, std::string *request_file) {
+                              const std::vector<std::string> &keys, const std::string *link_options,
+                              std::string *request_file) {
   // Only PoCL (one compilation at a time per process), with binaries on disk for the two
   // processes to share, more than one hardware thread, and two or more programs to build.
   if (!pocl_ || dir_.empty() || helper_device_.empty() || ThreadPool::DefaultThreads() < 2)
@@ -306,7 +672,7 @@ int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
                   Hex64(Fnv1a64(std::to_string(reinterpret_cast<uintptr_t>(this)) + "|" +
                                 std::to_string(NowMs())));
   {
-    const std::string bytes = SerializeProgramRequests(requests);
+    const std::string bytes = SerializeProgramRequests(requests, link_options);
     std::ofstream out(*request_file, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) {
@@ -337,7 +703,7 @@ int ProgramCache::StartHelper(const std::vector<ProgramRequest> &requests,
 
 StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
                                                       std::string_view options,
-                                                      std::string_view label) {
+                                                      std::string_view label, bool object) {
   const char *text = source.data();
   size_t len = source.size();
   cl_int err = CL_SUCCESS;
@@ -345,16 +711,19 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
   if (err != CL_SUCCESS)
     return ClError("clCreateProgramWithSource", err);
   std::string opts(options);
-  err = clBuildProgram(program.get(), 1, &device_, opts.c_str(), nullptr, nullptr);
+  err = object ? clCompileProgram(program.get(), 1, &device_, opts.c_str(), 0, nullptr, nullptr,
+                                  nullptr, nullptr)
+               : clBuildProgram(program.get(), 1, &device_, opts.c_str(), nullptr, nullptr);
   if (err != CL_SUCCESS) {
-    return DeviceError("building OpenCL program \"" + std::string(label) + "\" (options \"" + opts +
+    return DeviceError(std::string(object ? "compiling" : "building") + " OpenCL program \"" +
+                       std::string(label) + "\" (options \"" + opts +
                        "\") failed: " + ErrorName(err) + "\n" + BuildLog(program.get(), device_));
   }
   return program;
 }
 
 ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::string &key,
-                                       std::string_view options) {
+                                       std::string_view options, bool object) {
   // One read of the whole file (a stream iterator took a character at a time).
   std::vector<char> data;
   {
@@ -382,6 +751,8 @@ ProgramHandle ProgramCache::LoadBinary(const std::string &path, const std::strin
       clCreateProgramWithBinary(context_, 1, &device_, &bin_size, &bin, &status, &err));
   if (err != CL_SUCCESS || status != CL_SUCCESS)
     return {};
+  if (object)  // an object is linked as it is
+    return program;
   std::string opts(options);
   if (clBuildProgram(program.get(), 1, &device_, opts.c_str(), nullptr, nullptr) != CL_SUCCESS)
     return {};

@@ -12,6 +12,15 @@
 // BuildAll also starts a helper process (SetHelper) that builds the list from its end while this
 // process builds it from its start, each storing what it builds; this process loads what the
 // helper stored when it comes to it, and stops the helper when it has every program.
+//
+// BuildKernels goes further for a model's many kernels: it compiles each distinct request to an
+// object and links the objects into four programs (the distinct requests dealt out in turn),
+// whose binaries are cached whole, so that a warm start loads four programs, not one per
+// distinct request: PoCL links its builtin library's tables into every program and parses them
+// again each time it loads one, which per program cost more than the kernel itself
+// (docs/devices.md). Four, not one, so that on PoCL the helper process builds some while this
+// process builds the others, each claiming a program before building it: storing a program's
+// binary is where PoCL compiles each of its kernels to machine code, half of a cold start.
 // GST_OP_BUILD_HELPER: 1 the installed or build-tree op-build-programs, a path that executable,
 // 0 none; unset or "auto": the installed or build-tree one when a core is idle
 // (BuildHelperAutoWants), since on a loaded machine it measured slower (docs/devices.md).
@@ -39,18 +48,36 @@ struct ProgramRequest {
   std::string_view source;
   std::string options;
   std::string label;
+  // Compiled only (clCompileProgram): one of BuildKernels' objects, not an executable.
+  bool object = false;
+};
+
+// One kernel for BuildKernels: the kernel `entry` of the program `source` built with `options`.
+struct KernelRequest {
+  std::string_view source;
+  std::string options;
+  std::string label;
+  std::string entry;
 };
 
 // A request as the build helper reads it back (owning its text).
 struct StoredProgramRequest {
   std::string source, options, label;
 };
-// The helper's request file: every request, in order.
-std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests);
-StatusOr<std::vector<StoredProgramRequest>> ParseProgramRequests(std::string_view bytes);
+// The helper's request file: every request, in order, and whether they are BuildAll's programs
+// or BuildKernels' (`link`, with its link options).
+struct ProgramRequestFile {
+  bool link = false;
+  std::string link_options;
+  std::vector<StoredProgramRequest> requests;
+};
+std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests,
+                                     const std::string *link_options = nullptr);
+StatusOr<ProgramRequestFile> ParseProgramRequests(std::string_view bytes);
 
-// Called after each distinct program of a BuildAll is ready (loaded or built): `done` of `total`,
-// counting from 1, on whichever thread finished it, one call at a time and in increasing order.
+// Called after each distinct program of a BuildAll is ready (loaded or built), or each object and
+// link of a BuildKernels (a linked program loaded whole counts for its objects too): `done` of
+// `total`, counting 1, 2, ..., on whichever thread finished it, one call at a time.
 using BuildProgress = std::function<void(size_t done, size_t total)>;
 
 // A progress line on stderr for command-line tools, fed from BuildProgress callbacks (any thread).
@@ -82,10 +109,14 @@ class ProgramCache {
     int memory_hits = 0;
     int disk_hits = 0;
     int builds = 0;
-    int helpers = 0;  // helper processes started by BuildAll
+    int helpers = 0;  // helper processes started by BuildAll or BuildKernels
+    // BuildKernels: programs linked from objects, and link failures that fell back to one
+    // program per distinct request.
+    int links = 0, link_fallbacks = 0;
     // Thread time summed over programs, in milliseconds (builds run in parallel, so the sums
     // exceed the wall time): compiling from source, storing binaries, loading binaries.
-    double build_ms = 0, store_ms = 0, load_ms = 0;
+    // Linking, likewise.
+    double build_ms = 0, store_ms = 0, load_ms = 0, link_ms = 0;
   };
 
   // `dir` empty: the default folder; "none": memory only.
@@ -101,6 +132,23 @@ class ProgramCache {
   StatusOr<std::vector<ProgramHandle>> BuildAll(const std::vector<ProgramRequest> &requests,
                                                 const BuildProgress &progress = {});
 
+  // The kernels of `requests`, in order, each its own cl_kernel, from the programs linked with
+  // `link_options` (with which a cached link is also loaded) out of the distinct requests'
+  // objects (see the top). The kernels of each object are renamed (-D<name>=<name>__op<n>), so
+  // that one source compiled with different options links; they are found in the source as
+  // `__kernel void <name>` or `kernel void <name>`. Where a request's entry is not found so, a
+  // link fails (a driver without a linker, sources sharing a global symbol) or GST_OP_LINK is 0,
+  // the kernels come from one program per distinct request, as BuildAll builds them
+  // (Stats::link_fallbacks counts the failed links). `progress` counts the objects and the
+  // links. On failure, the first failing request's error.
+  StatusOr<std::vector<KernelHandle>> BuildKernels(const std::vector<KernelRequest> &requests,
+                                                   std::string_view link_options,
+                                                   const BuildProgress &progress = {});
+  // For the helper process: builds and stores the programs BuildKernels links for `requests`,
+  // from the last, skipping those on disk, until it meets one the parent claimed.
+  Status BuildLinkedFromEnd(const std::vector<ProgramRequest> &requests,
+                            std::string_view link_options);
+
   // True when the binary of `source` with `options` is on disk (not loaded).
   bool HasBinary(std::string_view source, std::string_view options) const;
   // The device as `Device::Open` takes it ("P:D"), for the helper process; empty: no helper.
@@ -111,18 +159,43 @@ class ProgramCache {
   static std::string DefaultDir();
 
  private:
-  std::string KeyOf(std::string_view source, std::string_view options) const;
-  // Build with the key already computed (KeyOf hashes the whole source).
+  // An object's key differs from the executable's of the same source and options.
+  std::string KeyOf(std::string_view source, std::string_view options, bool object = false) const;
+  // Build (or compile, `object`) with the key already computed (KeyOf hashes the whole source).
   StatusOr<ProgramHandle> BuildKeyed(const std::string &key, std::string_view source,
-                                     std::string_view options, std::string_view label);
+                                     std::string_view options, std::string_view label,
+                                     bool object = false);
   StatusOr<ProgramHandle> BuildFromSource(std::string_view source, std::string_view options,
-                                          std::string_view label);
+                                          std::string_view label, bool object);
+  // An executable is built from the binary with `options`; an object is only created.
   ProgramHandle LoadBinary(const std::string &path, const std::string &key,
-                           std::string_view options);
+                           std::string_view options, bool object);
+  // Requests grouped into jobs, one per distinct source and options: job_of[i] is request i's,
+  // first[j] job j's first request, keys[j] its key.
+  void Group(const std::vector<ProgramRequest> &requests, std::vector<size_t> *job_of,
+             std::vector<size_t> *first, std::vector<std::string> *keys) const;
+  // The programs (or objects) `distinct`, whose keys are `keys`, built in parallel with the
+  // helper where it pays, each reported to `progress` as done of `total`.
+  std::vector<StatusOr<ProgramHandle>> BuildJobs(const std::vector<ProgramRequest> &distinct,
+                                                 const std::vector<std::string> &keys,
+                                                 const BuildProgress &progress, size_t total);
+  StatusOr<std::vector<KernelHandle>> BuildKernelsUnlinked(
+      const std::vector<KernelRequest> &requests, const BuildProgress &progress);
+  // BuildKernels' plan (program_cache.cpp) and its linked program `g`, loaded or built.
+  struct LinkPlan;
+  LinkPlan Plan(const std::vector<ProgramRequest> &requests, std::string_view link_options) const;
+  StatusOr<ProgramHandle> BuildLinked(const LinkPlan &plan, size_t g,
+                                      const std::function<void(size_t)> &ready);
+  ProgramHandle FindLinked(const LinkPlan &plan, size_t g);
+  // A claim on building the program `key` (a file created exclusively); false: already claimed.
+  bool Claim(const std::string &key);
+  std::string ClaimPath(const std::string &key) const;
   void StoreBinary(cl_program program, const std::string &path, const std::string &key);
-  // Starts the helper on `requests` (whose keys are `keys`) when it is worth it; its pid, or 0.
+  // Starts the helper on `requests` (whose keys are `keys`; `link_options` for BuildKernels')
+  // when two or more of those keys have no binary on disk; its pid, or 0.
   int StartHelper(const std::vector<ProgramRequest> &requests, const std::vector<std::string> &keys,
-                  std::string *request_file);
+                  const std::string *link_options, std::string *request_file);
+  void StopHelper(int pid, const std::string &request_file, const std::vector<std::string> &keys);
 
   cl_context context_;
   cl_device_id device_;

@@ -131,23 +131,27 @@ Status Executor::Load(const cl::BuildProgress &progress) {
 
   double t1 = NowMs();
   load_times_.buffers_ms = t1 - t0;
-  // Every program first, in parallel (kernels sharing a source and options share one build).
-  std::vector<cl::ProgramRequest> requests(m.kernels.size());
+  // Every kernel first: the distinct programs compiled in parallel and linked into one
+  // (kernels sharing a source and options share one object). Argument info lets the loader
+  // check every argument against the model.
+  constexpr char kArgInfo[] = "-cl-kernel-arg-info";
+  std::vector<cl::KernelRequest> requests(m.kernels.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
     const KernelDesc &kd = m.kernels[k];
-    // Argument info lets the loader check every argument against the model.
     requests[k] = {m.sources[kd.source],
-                   kd.options.empty() ? "-cl-kernel-arg-info" : kd.options + " -cl-kernel-arg-info",
-                   kd.label};
+                   kd.options.empty() ? kArgInfo : kd.options + " " + kArgInfo, kd.label, kd.entry};
   }
-  OP_ASSIGN_OR_RETURN(std::vector<cl::ProgramHandle> programs,
-                      device_->programs().BuildAll(requests, progress));
+  OP_ASSIGN_OR_RETURN(std::vector<cl::KernelHandle> kernels,
+                      device_->programs().BuildKernels(requests, kArgInfo, progress));
   double t2 = NowMs();
   load_times_.programs_ms = t2 - t1;
   {
     std::set<cl_program> distinct;
-    for (const cl::ProgramHandle &p : programs)
-      distinct.insert(p.get());
+    for (const cl::KernelHandle &kh : kernels) {
+      cl_program p = nullptr;
+      OP_CL_CHECK(clGetKernelInfo(kh.get(), CL_KERNEL_PROGRAM, sizeof(p), &p, nullptr));
+      distinct.insert(p);
+    }
     load_times_.programs = distinct.size();
   }
   launches_.resize(m.kernels.size());
@@ -155,7 +159,7 @@ Status Executor::Load(const cl::BuildProgress &progress) {
     const KernelDesc &kd = m.kernels[k];
     std::string where = "kernel " + std::to_string(k) + " (" + kd.label + ")";
     Launch &l = launches_[k];
-    OP_ASSIGN_OR_RETURN(l.kernel, cl::CreateKernel(programs[k].get(), kd.entry.c_str()));
+    l.kernel = std::move(kernels[k]);
     cl_kernel kern = l.kernel.get();
     cl_uint want = 0;
     for (const KernelArg &a : kd.args)

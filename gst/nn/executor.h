@@ -38,7 +38,8 @@ class Executor {
 
   // Where Create spent its time, in milliseconds of wall time (for `opc profile` and start-up
   // measurements): weight upload and buffer allocation, building or loading the programs, and
-  // creating and checking the kernels. `programs` is the number of distinct programs asked for.
+  // creating and checking the kernels. `programs` is the number of programs the kernels came from
+  // (one where the driver links: cl::ProgramCache::BuildKernels).
   struct LoadTimes {
     double buffers_ms = 0, programs_ms = 0, kernels_ms = 0;
     size_t programs = 0;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -250,22 +251,155 @@ TEST_F(ClTest, BuildAllBuildsDistinctProgramsOnceAndReportsProgress) {
 TEST(ProgramRequests, RoundTripAndMalformedFiles) {
   std::vector<ProgramRequest> req = {{"__kernel void a() {}\n", "-DX=1", "first"},
                                      {std::string_view("b\0c", 3), "", ""}};
-  const std::string bytes = SerializeProgramRequests(req);
-  auto back = ParseProgramRequests(bytes);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  ASSERT_EQ(back->size(), 2u);
-  EXPECT_EQ((*back)[0].source, req[0].source);
-  EXPECT_EQ((*back)[0].options, "-DX=1");
-  EXPECT_EQ((*back)[0].label, "first");
-  EXPECT_EQ((*back)[1].source, std::string("b\0c", 3));
-  for (size_t n = 0; n < bytes.size(); n++) {  // every truncation is an error or fewer requests
-    auto cut = ParseProgramRequests(std::string_view(bytes).substr(0, n));
-    if (cut.ok()) {
-      EXPECT_LT(cut->size(), 2u) << n;
+  const std::string link_options = "-cl-kernel-arg-info";
+  for (const std::string *link : {static_cast<const std::string *>(nullptr), &link_options}) {
+    const std::string bytes = SerializeProgramRequests(req, link);
+    auto back = ParseProgramRequests(bytes);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->link, link != nullptr);
+    EXPECT_EQ(back->link_options, link ? *link : "");
+    ASSERT_EQ(back->requests.size(), 2u);
+    EXPECT_EQ(back->requests[0].source, req[0].source);
+    EXPECT_EQ(back->requests[0].options, "-DX=1");
+    EXPECT_EQ(back->requests[0].label, "first");
+    EXPECT_EQ(back->requests[1].source, std::string("b\0c", 3));
+    for (size_t n = 0; n < bytes.size(); n++) {  // every truncation is an error or fewer requests
+      auto cut = ParseProgramRequests(std::string_view(bytes).substr(0, n));
+      if (cut.ok()) {
+        EXPECT_LT(cut->requests.size(), 2u) << n;
+      }
     }
   }
-  EXPECT_FALSE(ParseProgramRequests("OPBR1\n99999999999999999999 1 1\nx").ok());
+  EXPECT_FALSE(ParseProgramRequests("OPBR2\nB\n99999999999999999999 1 1\nx").ok());
+  EXPECT_FALSE(ParseProgramRequests("OPBR2\nL 99\nshort").ok());
+  EXPECT_FALSE(ParseProgramRequests("OPBR2\nQ\n").ok());
   EXPECT_FALSE(ParseProgramRequests("garbage").ok());
+}
+
+namespace {
+
+// A template with two kernels and a helper, specialised by SCALE as a model's kernels are by
+// their shapes: "scale" multiplies by SCALE, "offset" adds it.
+std::string LinkSource(int scale, const std::string &extra = "") {
+  return "#define SCALE " + std::to_string(scale) + ".0f\n" + extra +
+         "static inline float times(float v) { return v * SCALE; }\n"
+         "// a comment naming __kernel void not_a_kernel\n"
+         "__kernel void scale(__global float *y) { y[get_global_id(0)] = "
+         "times(y[get_global_id(0)]); }\n"
+         "kernel __attribute__((reqd_work_group_size(1, 1, 1))) void offset(__global float *y) {\n"
+         "  y[get_global_id(0)] += SCALE;\n}\n";
+}
+
+// Runs `k` on {1, 2, 3, 4} and returns the result.
+std::vector<float> RunOnFour(Device &device, Queue &queue, cl_kernel k) {
+  std::vector<float> y = {1, 2, 3, 4};
+  auto buf = device.CreateBuffer(16);
+  EXPECT_TRUE(buf.ok());
+  auto w = queue.Write(buf->get(), 0, 16, y.data());
+  cl_mem m = buf->get();
+  EXPECT_TRUE(SetArgs(k, m).ok());
+  size_t global = 4, local = 1;
+  auto run = queue.Launch(k, 1, &global, &local, {w->get()});
+  EXPECT_TRUE(run.ok()) << run.status().ToString();
+  auto rd = queue.Read(m, 0, 16, y.data(), {run->get()});
+  EXPECT_TRUE(rd.ok() && WaitForEvent(rd->get()).ok());
+  return y;
+}
+
+}  // namespace
+
+// BuildKernels: one template specialised three ways links (its kernels renamed per
+// specialisation), into programs whose binaries a second cache loads without building;
+// each kernel computes what its own specialisation says.
+TEST_F(ClTest, BuildKernelsLinksSpecialisationsAndReloadsThem) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("op-cl-link-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  setenv("GST_OP_BUILD_HELPER", "0", 1);
+  const std::string s2 = LinkSource(2), s3 = LinkSource(3), s5 = LinkSource(5);
+  // Five kernels, three distinct programs; the same kernel name in each.
+  std::vector<KernelRequest> req = {{s2, "-cl-kernel-arg-info", "two", "scale"},
+                                    {s3, "-cl-kernel-arg-info", "three", "offset"},
+                                    {s2, "-cl-kernel-arg-info", "two", "offset"},
+                                    {s5, "-cl-kernel-arg-info", "five", "scale"},
+                                    {s3, "-cl-kernel-arg-info", "three", "scale"}};
+  const std::vector<std::vector<float>> want = {
+      {2, 4, 6, 8}, {4, 5, 6, 7}, {3, 4, 5, 6}, {5, 10, 15, 20}, {3, 6, 9, 12}};
+  for (int pass = 0; pass < 2; pass++) {
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    std::vector<std::pair<size_t, size_t>> calls;
+    auto kernels = cache.BuildKernels(req, "-cl-kernel-arg-info", [&](size_t done, size_t total) {
+      calls.push_back({done, total});
+    });
+    ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+    ASSERT_EQ(kernels->size(), req.size());
+    std::set<cl_program> programs;
+    for (size_t i = 0; i < req.size(); i++) {
+      cl_kernel k = (*kernels)[i].get();
+      cl_program p = nullptr;
+      ASSERT_EQ(clGetKernelInfo(k, CL_KERNEL_PROGRAM, sizeof(p), &p, nullptr), CL_SUCCESS);
+      programs.insert(p);
+      char type[64] = {0};  // the link keeps the argument info the executor checks
+      ASSERT_EQ(clGetKernelArgInfo(k, 0, CL_KERNEL_ARG_TYPE_NAME, sizeof(type), type, nullptr),
+                CL_SUCCESS);
+      EXPECT_STREQ(type, "float*");
+      EXPECT_EQ(RunOnFour(*device, queue, k), want[i]) << "pass " << pass << ", request " << i;
+    }
+    EXPECT_EQ(programs.size(), 3u);  // one per object, as there are fewer than four
+    std::vector<std::pair<size_t, size_t>> one_by_one;  // 3 objects + 3 links, loaded or built
+    for (size_t d = 1; d <= 6; d++)
+      one_by_one.push_back({d, 6});
+    EXPECT_EQ(calls, one_by_one);
+    const ProgramCache::Stats st = cache.stats();
+    EXPECT_EQ(st.link_fallbacks, 0);
+    if (pass == 0) {
+      EXPECT_EQ(st.builds, 3);
+      EXPECT_EQ(st.links, 3);
+    } else {
+      EXPECT_EQ(st.builds, 0);
+      EXPECT_EQ(st.links, 0);
+      EXPECT_EQ(st.disk_hits, 3);  // the linked programs, not the objects
+    }
+  }
+  unsetenv("GST_OP_BUILD_HELPER");
+  fs::remove_all(dir);
+}
+
+// Where the objects cannot link (two of them define one global function), and where
+// GST_OP_LINK=0 asks, the kernels come from one program per distinct request and still compute
+// their own specialisation; a source that does not compile is an error naming it.
+TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
+  const std::string clash = "float shared_global(float v) { return v; }\n";
+  // Six programs, dealt out to four links: the second and sixth, linked together, clash.
+  std::vector<std::string> src;
+  for (int i = 0; i < 6; i++)
+    src.push_back(LinkSource(i + 2, i == 1 || i == 5 ? clash : ""));
+  std::vector<KernelRequest> req;
+  for (const std::string &text : src)
+    req.push_back({text, "", "k", "scale"});
+  for (bool env : {false, true}) {
+    if (env)
+      setenv("GST_OP_LINK", "0", 1);
+    ProgramCache cache(device->context(), device->id(), device->caps(), "none");
+    auto kernels = cache.BuildKernels(req, "");
+    unsetenv("GST_OP_LINK");
+    ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+    for (int i = 0; i < 6; i++) {
+      const float v = float(i + 2);
+      EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[i].get()),
+                std::vector<float>({v, 2 * v, 3 * v, 4 * v}))
+          << i;
+    }
+    EXPECT_EQ(cache.stats().links, env ? 0 : 1);  // the first linked, the second failed
+    EXPECT_EQ(cache.stats().link_fallbacks, env ? 0 : 1);
+  }
+  ProgramCache cache(device->context(), device->id(), device->caps(), "none");
+  std::vector<KernelRequest> bad = {{src[0], "", "fine", "scale"},
+                                    {"__kernel void broken( { }", "", "the-broken-one", "broken"}};
+  auto failed = cache.BuildKernels(bad, "");
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("the-broken-one"), std::string::npos)
+      << failed.status().message();
 }
 
 // The helper process (op-build-programs) stores binaries this process then loads without
@@ -325,6 +459,35 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     for (auto &e : fs::directory_iterator(dir))
       (e.path().extension() == ".bin" ? bins : others)++;
     EXPECT_EQ(bins, 6u);
+    EXPECT_EQ(others, 0u);
+  }
+  {
+    // BuildKernels: the helper builds the second linked program while this process builds the
+    // first; this process loads the helper's (or, were it gone, builds it) and the kernels run.
+    setenv("GST_OP_BUILD_HELPER", OP_BUILD_HELPER_PATH, 1);
+    const fs::path link_dir = dir / "link";
+    ProgramCache cache(device->context(), device->id(), device->caps(), link_dir.string());
+    cache.SetHelper(spec);
+    std::vector<std::string> sources;
+    for (int scale = 2; scale < 6; scale++)
+      sources.push_back(LinkSource(scale));
+    std::vector<KernelRequest> req;
+    for (const std::string &s : sources)
+      req.push_back({s, "", "k", "scale"});
+    auto kernels = cache.BuildKernels(req, "");
+    unsetenv("GST_OP_BUILD_HELPER");
+    ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+    EXPECT_EQ(cache.stats().helpers, 1);
+    EXPECT_EQ(cache.stats().links + cache.stats().disk_hits, 4);
+    for (int i = 0; i < 4; i++) {
+      const float s = float(i + 2);
+      EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[i].get()),
+                std::vector<float>({s, 2 * s, 3 * s, 4 * s}));
+    }
+    size_t bins = 0, others = 0;
+    for (auto &e : fs::directory_iterator(link_dir))
+      (e.path().extension() == ".bin" ? bins : others)++;
+    EXPECT_GE(bins, 4u);  // the links, and the objects of those built here or there
     EXPECT_EQ(others, 0u);
   }
   {

@@ -215,12 +215,12 @@ int Profile(const Args &args) {
   const nn::Executor::LoadTimes &lt = (*exec)->load_times();
   const cl::ProgramCache::Stats ps = (*dev)->programs().stats();
   std::printf(
-      "start-up: model %.1f ms, buffers %.1f ms, %zu programs %.1f ms (%d built, %d from the "
-      "binary cache%s; thread time: build %.1f ms, store %.1f ms, load %.1f ms), kernels %.1f ms, "
-      "first run %.1f ms\n",
-      compile_ms, lt.buffers_ms, lt.programs, lt.programs_ms, ps.builds, ps.disk_hits,
-      ps.helpers ? " (a helper process built into it meanwhile)" : "", ps.build_ms, ps.store_ms,
-      ps.load_ms, lt.kernels_ms, first_run_ms);
+      "start-up: model %.1f ms, buffers %.1f ms, %zu programs %.1f ms (%d compiled, %d linked, "
+      "%d from the binary cache%s; thread time: compile %.1f ms, link %.1f ms, store %.1f ms, "
+      "load %.1f ms), kernels %.1f ms, first run %.1f ms\n",
+      compile_ms, lt.buffers_ms, lt.programs, lt.programs_ms, ps.builds, ps.links, ps.disk_hits,
+      ps.helpers ? " (a helper process built into it meanwhile)" : "", ps.build_ms, ps.link_ms,
+      ps.store_ms, ps.load_ms, lt.kernels_ms, first_run_ms);
   std::printf(
       "device time per run: median %.2f ms (sum of kernel medians %.2f ms), %s, %.2f "
       "GFLOP/s\n",
