@@ -5,7 +5,7 @@
 // the newest: (head − age) mod history, where `head` is the slot of the newest entry.
 
 // Slot of the entry `age` frames before the newest (0 ≤ age < history).
-inline int op_temporal_slot(const int head, const int age, const int history) {
+static inline int op_temporal_slot(const int head, const int age, const int history) {
   const int slot = head - age;
   return slot < 0 ? slot + history : slot;
 }

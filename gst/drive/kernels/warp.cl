@@ -40,8 +40,8 @@ __constant float op_iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
 
 // Source coordinates of the destination pixels (x, y) under the row-major 3×3 matrix in
 // m.s0..s8, as ((m0·x + m1·y) + m2) / ((m6·x + m7·y) + m8), each step rounded to float32.
-inline void op_warp_coord(const float16 m, const op_floatn x, const float y, op_floatn *sx,
-                          op_floatn *sy) {
+static inline void op_warp_coord(const float16 m, const op_floatn x, const float y, op_floatn *sx,
+                                 op_floatn *sy) {
   const op_floatn nx = m.s0 * x + m.s1 * y + m.s2;
   const op_floatn ny = m.s3 * x + m.s4 * y + m.s5;
   const op_floatn d = m.s6 * x + m.s7 * y + m.s8;
@@ -49,7 +49,7 @@ inline void op_warp_coord(const float16 m, const op_floatn x, const float y, op_
   *sy = ny / d;
 }
 
-inline op_uintn op_nearest_clamped(const op_floatn v, const int max_index) {
+static inline op_uintn op_nearest_clamped(const op_floatn v, const int max_index) {
   op_floatn r = rint(v);
   r = fmax(r, 0.0f);
   r = fmin(r, (float)max_index);
