@@ -59,19 +59,48 @@ double NowMs() {
       .count();
 }
 
+// The machine's busy cores now: the CPU time not idle over a 100 ms sample of /proc/stat, in
+// cores (a cold build takes seconds, so the sample costs little). Where /proc/stat cannot be
+// read, the 1-minute load average; negative when neither is known.
+double BusyCoresNow(int cores) {
+  auto sample = [](double *idle, double *total) {
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double v[8] = {0};
+    if (!(in >> cpu) || cpu != "cpu")
+      return false;
+    for (double &x : v)
+      if (!(in >> x))
+        return false;
+    *idle = v[3] + v[4];  // idle, iowait
+    *total = 0;
+    for (double x : v)
+      *total += x;
+    return true;
+  };
+  double i0 = 0, t0 = 0, i1 = 0, t1 = 0;
+  if (sample(&i0, &t0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (sample(&i1, &t1) && t1 > t0)
+      return cores * (1.0 - (i1 - i0) / (t1 - t0));
+  }
+  double load = 0;
+  return getloadavg(&load, 1) == 1 ? load : -1;
+}
+
 // The build helper's executable, when GST_OP_BUILD_HELPER asks for one: "1" the installed one,
 // else the one of the build tree this library was built in; another value is its path; "0":
 // none. Unset, empty or "auto": the installed or build-tree one when BuildHelperAutoWants says
-// so for this moment's load.
+// so for the cores busy now.
 std::string HelperPath() {
   const char *env = std::getenv("GST_OP_BUILD_HELPER");
   const std::string v = env ? env : "";
   if (v == "0")
     return {};
   if (v.empty() || v == "auto") {
-    double load = 0;
-    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (getloadavg(&load, 1) != 1 || !BuildHelperAutoWants(load, static_cast<int>(cores)))
+    const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+    const double busy = cores >= 2 ? BusyCoresNow(cores) : -1;
+    if (busy < 0 || !BuildHelperAutoWants(busy, cores))
       return {};
   } else if (v != "1") {
     return access(v.c_str(), X_OK) == 0 ? v : std::string();
@@ -86,8 +115,8 @@ constexpr char kRequestsMagic[] = "OPBR2\n";
 
 }  // namespace
 
-bool BuildHelperAutoWants(double load_average, int cores) {
-  return cores >= 2 && load_average <= cores - 1.0;
+bool BuildHelperAutoWants(double busy_cores, int cores) {
+  return cores >= 2 && busy_cores <= cores - 1.0;
 }
 
 std::string SerializeProgramRequests(const std::vector<ProgramRequest> &requests,

@@ -22,7 +22,7 @@
 // process builds the others, each claiming a program before building it: storing a program's
 // binary is where PoCL compiles each of its kernels to machine code, half of a cold start.
 // GST_OP_BUILD_HELPER: 1 the installed or build-tree op-build-programs, a path that executable,
-// 0 none; unset or "auto": the installed or build-tree one when a core is idle
+// 0 none; unset or "auto": the installed or build-tree one when a core is idle now
 // (BuildHelperAutoWants), since on a loaded machine it measured slower (docs/devices.md).
 #pragma once
 
@@ -39,8 +39,9 @@
 namespace op::cl {
 
 // The automatic choice of a build helper process: wanted when the machine has two or more
-// cores and at least one of them is idle (the 1-minute load average at most cores - 1).
-bool BuildHelperAutoWants(double load_average, int cores);
+// cores and at least one of them is idle (the cores busy, measured over 100 ms when a build
+// starts, at most cores - 1).
+bool BuildHelperAutoWants(double busy_cores, int cores);
 
 struct Capabilities;
 
