@@ -608,7 +608,11 @@ StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernels(
       }
       build(g);  // loads what the helper stored
     }
-    StopHelper(helper_pid, request_file, plan.keys);  // (one reaped above is not signalled)
+    // (One reaped above is not signalled.) What it may have left half-written: a linked
+    // program's store or an object's.
+    std::vector<std::string> stored = plan.keys;
+    stored.insert(stored.end(), plan.object_keys.begin(), plan.object_keys.end());
+    StopHelper(helper_pid, request_file, stored);
     if (!dir_.empty())
       for (const std::string &key : plan.keys)
         std::remove(ClaimPath(key).c_str());
