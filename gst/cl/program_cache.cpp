@@ -277,7 +277,7 @@ void ProgramCache::Group(const std::vector<ProgramRequest> &requests, std::vecto
       (*job_of)[i] = text->second;
       continue;
     }
-    std::string key = KeyOf(r.source, r.options, r.object);
+    std::string key = KeyOf(r.source, r.options);
     auto [it, inserted] = job_of_key.emplace(key, first->size());
     if (inserted) {
       first->push_back(i);
@@ -286,29 +286,6 @@ void ProgramCache::Group(const std::vector<ProgramRequest> &requests, std::vecto
     (*job_of)[i] = it->second;
     job_of_text.emplace(std::make_pair(r.source.data(), std::string_view(r.options)), it->second);
   }
-}
-
-std::vector<StatusOr<ProgramHandle>> ProgramCache::BuildJobs(
-    const std::vector<ProgramRequest> &distinct, const std::vector<std::string> &keys,
-    const BuildProgress &progress, size_t total) {
-  const size_t jobs = distinct.size();
-  std::string request_file;
-  const int helper = StartHelper(distinct, keys, nullptr, &request_file);
-  std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
-  std::mutex progress_lock;
-  size_t done = 0;
-  // The pool takes the jobs in order, from the first: the helper builds from the last.
-  ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
-    const ProgramRequest &r = distinct[j];
-    built[j] = BuildKeyed(keys[j], r.source, r.options, r.label, r.object);
-    std::lock_guard<std::mutex> g(progress_lock);
-    ++done;
-    if (progress)
-      progress(done, total);
-  });
-  // Every program is here: what the helper is still building, this process built already.
-  StopHelper(helper, request_file, keys);
-  return built;
 }
 
 void ProgramCache::StopHelper(int pid, const std::string &request_file,
@@ -330,10 +307,26 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
   std::vector<size_t> job_of, first;
   std::vector<std::string> keys;
   Group(requests, &job_of, &first, &keys);
+  const size_t jobs = first.size();
   std::vector<ProgramRequest> distinct;
   for (size_t j : first)
     distinct.push_back(requests[j]);
-  std::vector<StatusOr<ProgramHandle>> built = BuildJobs(distinct, keys, progress, distinct.size());
+  std::string request_file;
+  const int helper = StartHelper(distinct, keys, nullptr, &request_file);
+  std::vector<StatusOr<ProgramHandle>> built(jobs, Status(StatusCode::kInternal, "not built"));
+  std::mutex progress_lock;
+  size_t done = 0;
+  // The pool takes the jobs in order, from the first: the helper builds from the last.
+  ThreadPool::Shared().ParallelFor(jobs, [&](size_t j) {
+    const ProgramRequest &r = distinct[j];
+    built[j] = BuildKeyed(keys[j], r.source, r.options, r.label);
+    std::lock_guard<std::mutex> g(progress_lock);
+    ++done;
+    if (progress)
+      progress(done, jobs);
+  });
+  // Every program is here: what the helper is still building, this process built already.
+  StopHelper(helper, request_file, keys);
   std::vector<ProgramHandle> out(requests.size());
   for (size_t i = 0; i < requests.size(); i++) {
     if (!built[job_of[i]].ok())
@@ -396,10 +389,8 @@ std::vector<std::string> KernelNames(std::string_view source) {
 }  // namespace
 
 StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernelsUnlinked(
-    const std::vector<KernelRequest> &requests, const BuildProgress &progress) {
-  std::vector<ProgramRequest> programs;
-  for (const KernelRequest &r : requests)
-    programs.push_back({r.source, r.options, r.label});
+    const std::vector<KernelRequest> &requests, const std::vector<ProgramRequest> &programs,
+    const BuildProgress &progress) {
   OP_ASSIGN_OR_RETURN(std::vector<ProgramHandle> built, BuildAll(programs, progress));
   std::vector<KernelHandle> out;
   for (size_t i = 0; i < requests.size(); i++) {
@@ -443,13 +434,15 @@ ProgramCache::LinkPlan ProgramCache::Plan(const std::vector<ProgramRequest> &req
     const ProgramRequest &r = requests[first[j]];
     plan.distinct.push_back({r.source, r.options, r.label});
     std::string options = r.options;
+    // Renamed after the source's key, not its place in this model: the same source and options
+    // make the same object in every model, so models sharing kernels share objects.
     for (const std::string &name : KernelNames(r.source)) {
-      const std::string to = name + "__op" + std::to_string(j);
+      const std::string to = name + "__op" + keys[j];
       options += " -D" + name + "=" + to;
       plan.renamed[j][name] = to;
     }
-    plan.object_keys.push_back(KeyOf(r.source, options, true));
-    plan.objects.push_back({r.source, std::move(options), r.label, true});
+    plan.object_keys.push_back(KeyOf(keys[j], options, true));
+    plan.objects.push_back({r.source, std::move(options), r.label});
   }
   const size_t groups = std::min(kLinkGroups, jobs);
   // Jobs dealt out in turn: a network's layers come in runs of one kind (convolutions, then
@@ -539,16 +532,16 @@ StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g
 StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernels(
     const std::vector<KernelRequest> &requests, std::string_view link_options,
     const BuildProgress &progress) {
-  const char *env = std::getenv("GST_OP_LINK");
-  if (env && std::string(env) == "0")
-    return BuildKernelsUnlinked(requests, progress);
   std::vector<ProgramRequest> programs;
   for (const KernelRequest &r : requests)
     programs.push_back({r.source, r.options, r.label});
+  const char *env = std::getenv("GST_OP_LINK");
+  if (env && std::string(env) == "0")
+    return BuildKernelsUnlinked(requests, programs, progress);
   const LinkPlan plan = Plan(programs, link_options);
   for (size_t i = 0; i < requests.size(); i++)
     if (!plan.renamed[plan.job_of[i]].count(requests[i].entry))
-      return BuildKernelsUnlinked(requests, progress);  // an entry the scan did not find
+      return BuildKernelsUnlinked(requests, programs, progress);  // an entry the scan missed
   const size_t groups = plan.groups(), total = plan.objects.size() + groups;
   std::mutex progress_lock;
   size_t done = 0;
@@ -623,7 +616,7 @@ StatusOr<std::vector<KernelHandle>> ProgramCache::BuildKernels(
         std::lock_guard<std::mutex> guard(lock_);
         stats_.link_fallbacks++;
       }
-      return BuildKernelsUnlinked(requests, progress);
+      return BuildKernelsUnlinked(requests, programs, progress);
     }
   } else {
     ready(total);

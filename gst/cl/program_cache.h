@@ -49,8 +49,6 @@ struct ProgramRequest {
   std::string_view source;
   std::string options;
   std::string label;
-  // Compiled only (clCompileProgram): one of BuildKernels' objects, not an executable.
-  bool object = false;
 };
 
 // One kernel for BuildKernels: the kernel `entry` of the program `source` built with `options`.
@@ -135,8 +133,9 @@ class ProgramCache {
 
   // The kernels of `requests`, in order, each its own cl_kernel, from the programs linked with
   // `link_options` (with which a cached link is also loaded) out of the distinct requests'
-  // objects (see the top). The kernels of each object are renamed (-D<name>=<name>__op<n>), so
-  // that one source compiled with different options links; they are found in the source as
+  // objects (see the top). The kernels of each object are renamed after its source's key
+  // (-D<name>=<name>__op<key>), so that one source compiled with different options links and
+  // models sharing a kernel share its cached object; they are found in the source as
   // `__kernel void <name>` or `kernel void <name>`. Where a request's entry is not found so, a
   // link fails (a driver without a linker, sources sharing a global symbol) or GST_OP_LINK is 0,
   // the kernels come from one program per distinct request, as BuildAll builds them
@@ -160,7 +159,8 @@ class ProgramCache {
   static std::string DefaultDir();
 
  private:
-  // An object's key differs from the executable's of the same source and options.
+  // An object's key differs from the executable's of the same source and options. (`source`
+  // may be another key: an object's is derived from its source's, without hashing it again.)
   std::string KeyOf(std::string_view source, std::string_view options, bool object = false) const;
   // Build (or compile, `object`) with the key already computed (KeyOf hashes the whole source).
   StatusOr<ProgramHandle> BuildKeyed(const std::string &key, std::string_view source,
@@ -175,13 +175,11 @@ class ProgramCache {
   // first[j] job j's first request, keys[j] its key.
   void Group(const std::vector<ProgramRequest> &requests, std::vector<size_t> *job_of,
              std::vector<size_t> *first, std::vector<std::string> *keys) const;
-  // The programs (or objects) `distinct`, whose keys are `keys`, built in parallel with the
-  // helper where it pays, each reported to `progress` as done of `total`.
-  std::vector<StatusOr<ProgramHandle>> BuildJobs(const std::vector<ProgramRequest> &distinct,
-                                                 const std::vector<std::string> &keys,
-                                                 const BuildProgress &progress, size_t total);
+  // BuildKernels' fallback: the kernels from BuildAll's programs (`programs`: the requests'
+  // programs, in order).
   StatusOr<std::vector<KernelHandle>> BuildKernelsUnlinked(
-      const std::vector<KernelRequest> &requests, const BuildProgress &progress);
+      const std::vector<KernelRequest> &requests, const std::vector<ProgramRequest> &programs,
+      const BuildProgress &progress);
   // BuildKernels' plan (program_cache.cpp) and its linked program `g`, loaded or built.
   struct LinkPlan;
   LinkPlan Plan(const std::vector<ProgramRequest> &requests, std::string_view link_options) const;
