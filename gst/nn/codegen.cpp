@@ -355,6 +355,15 @@ bool VectorStorable(const std::string &tag) {
   return tag == "f32" || tag == "f16";
 }
 
+// The widest float vector a CPU kernel should hold per value: 16 lanes, except where the SIMD
+// registers are few (x86 below AVX-512: 16 of them) and narrower than 16 lanes; there a 16-wide
+// vector takes two registers, which halves the accumulators a work-item can keep. On AVX2
+// (2 cores, the full-size vision model, `opc profile` interleaved) 8-wide vectors took the
+// direct convolutions from 27.4 to 24.5 ms per run.
+int64_t WidestVector(const CodegenOptions &opt) {
+  return opt.simd_registers < 32 && opt.simd_lanes < 16 ? std::max(opt.simd_lanes, 4) : 16;
+}
+
 // The CPU profile's depthwise convolution (kernels/conv2d_dw.cl): one input channel per group
 // and up to four output channels of it, stride 1 or 2, no dilation. M channels x R output rows
 // of V pixels per work-item, each input row loaded once for all of them.
@@ -420,15 +429,17 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   const bool flat = win.kh == 1 && win.kw == 1 && win.sh == 1 && win.sw == 1 && win.ph == 0 &&
                     win.pw == 0 && win.ph_end == 0 && win.pw_end == 0;
   const int64_t pixels = flat ? yo[2] * yo[3] : yo[3];
-  // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16).
-  const int64_t v = pixels >= 16 ? 16 : (pixels >= 8 ? 8 : 4);
+  // The widest vector the row fills (stride 2 reads 2 V inputs: two 16-wide loads for V = 16),
+  // at most one register where registers are few (WidestVector).
+  const int64_t widest = WidestVector(e.opt);
+  const int64_t v = pixels >= 16 && widest >= 16 ? 16 : (pixels >= 8 && widest >= 8 ? 8 : 4);
   // A flat 1x1 run computes two pixel vectors per work-item where it has them, each weight
   // broadcast feeding two FMAs.
   const int64_t pv = flat && pixels >= 2 * v ? 2 : 1;
   // Channels per work-item: as many accumulators as three quarters of the SIMD registers hold
   // (the rest keep the inputs and the broadcast weight: 24 on AVX-512, where 16 channels of
-  // one pixel vector or 12 of two fit; 12 on AVX2, where a 16-wide vector takes two), where
-  // they divide the group's channels (no block half empty); else at most 8.
+  // one pixel vector or 12 of two fit; 12 on AVX2, 12 channels of one 8-wide vector or 6 of
+  // two), where they divide the group's channels (no block half empty); else at most 8.
   const int64_t regs_per_acc = pv * CeilDiv(v, e.opt.simd_lanes);
   const int64_t budget = e.opt.simd_registers * 3 / 4;
   int64_t ocb = std::min<int64_t>({ocg, 8, std::max<int64_t>(budget / regs_per_acc, 1)});
@@ -633,6 +644,33 @@ Status LowerConvTranspose(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
+// matmul_vec's register block: RM rows x NV vectors of V columns per work-item, RM x NV vector
+// accumulators. The accumulators must stay in registers (a spill per FMA halves the speed), and
+// enough of them must be independent to hide the FMA latency:
+// - 32 SIMD registers (AVX-512): 8 rows x 2 vectors of 16, 16 accumulators;
+// - 16 SIMD registers (AVX2): vectors of the device's 8 lanes (a 16-wide vector would take two
+//   registers each: 8 x 2 of them needed 32 and ran at a quarter of the peak), 4 rows x 3
+//   vectors, 12 accumulators (with 16 it spilled and ran half as fast; 4 x 3 measured best of the
+//   12-accumulator shapes on 32 x 384 x 1152 and 32 x 1152 x 384 products, about 2x 8 x 2 of 16).
+// One or two rows take four vectors instead: a vector-matrix product would otherwise run one
+// dependent FMA chain. Fewer vectors where N is narrower than the block.
+struct MatMulBlock {
+  int64_t rm = 1, v = 4, nv = 1;
+};
+
+MatMulBlock ChooseMatMulBlock(const CodegenOptions &opt, int64_t m, int64_t n) {
+  const int64_t widest = WidestVector(opt);
+  const bool narrow_regs = widest < 16;
+  MatMulBlock b;
+  b.v = n >= widest ? widest : (n >= 8 ? 8 : 4);
+  b.rm = std::min<int64_t>(m, narrow_regs ? 4 : 8);
+  if (b.rm <= 2)
+    b.nv = n >= 4 * b.v ? 4 : (n >= 2 * b.v ? 2 : 1);
+  else
+    b.nv = std::clamp<int64_t>(n / b.v, 1, narrow_regs ? 3 : 2);
+  return b;
+}
+
 Status LowerMatMul(Emitter &e, const Node &node) {
   TensorId a = node.inputs[0], bt = node.inputs[1], y = node.outputs[0];
   TensorId c = kNoTensor, res = kNoTensor;
@@ -680,13 +718,10 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   const bool vec = e.opt.profile == cl::Profile::kCpu && n >= 4 && (!tb || b_const);
   // Block sizes: rows per work-item and columns per work-item (V, one vector, for matmul_vec).
   // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernels.
-  const int64_t rm = std::min<int64_t>(m, vec ? 8 : 4);
-  const int64_t cols =
-      vec ? (n >= 16 ? 16 : (n >= 8 ? 8 : 4)) : std::min<int64_t>(n, m == 1 ? 8 : 4);
-  // Vectors of columns per work-item (matmul_vec): two where the columns fill them, so each
-  // broadcast of A feeds two FMAs and RM x 2 accumulators hide the FMA latency; four for one
-  // or two rows (a vector-matrix product would otherwise run one dependent FMA chain).
-  const int64_t nv = !vec ? 1 : (rm <= 2 && n >= 4 * cols) ? 4 : (n >= 2 * cols ? 2 : 1);
+  const MatMulBlock blk = vec ? ChooseMatMulBlock(e.opt, m, n) : MatMulBlock{};
+  const int64_t rm = vec ? blk.rm : std::min<int64_t>(m, 4);
+  const int64_t cols = vec ? blk.v : std::min<int64_t>(n, m == 1 ? 8 : 4);
+  const int64_t nv = vec ? blk.nv : 1;
   if (vec && b_const) {
     const Tensor &src = e.T(e.Root(bt));
     const size_t es = DTypeSize(src.dtype);

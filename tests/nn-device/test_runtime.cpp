@@ -456,9 +456,10 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
 }
 
 // The CPU profile's register blocking follows the SIMD width it is given: for AVX2 (8 lanes, 16
-// registers) no convolution keeps more than 12 registers of accumulators, for AVX-512 (16 and
-// 32) the blocks are larger, and both give the same values (each output's sum runs over the
-// same inputs in the same order; only how many outputs a work-item holds changes).
+// registers) no convolution or matrix product keeps more than 12 registers of accumulators
+// (more spill), for AVX-512 (16 and 32) the blocks are larger, and both give the same values
+// (each output's sum runs over the same inputs in the same order; only how many outputs a
+// work-item holds changes).
 TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
@@ -489,8 +490,15 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
     opt->simd_registers = regs;
     auto m = GenerateCode(*g, *opt);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
-    int most = 0, convs = 0;
+    int most = 0, convs = 0, products = 0;
     for (const std::string &src : m->sources) {
+      if (src.find("matmul_vec(") != std::string::npos) {
+        products++;
+        const int v = define(src, "V"), rm = define(src, "RM"), nv = define(src, "NV");
+        ASSERT_GT(v * rm * nv, 0) << src.substr(0, 400);
+        EXPECT_LE(rm * nv * ((v + lanes - 1) / lanes), regs * 3 / 4)
+            << lanes << " lanes: RM " << rm << ", NV " << nv << ", V " << v;
+      }
       if (src.find("conv2d_vec(") == std::string::npos)
         continue;
       convs++;
@@ -501,6 +509,7 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
       most = std::max(most, ocb * pv);
     }
     EXPECT_GT(convs, 0);
+    EXPECT_GT(products, 0);
     widest.push_back(most);
     auto e = Executor::Create(dev.device, *m);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
