@@ -2,7 +2,10 @@
 // odd shapes (1, 3, 13, 127), for fp32 and fp16 storage of intermediates and weights.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include "graph_builder.h"
 
@@ -554,6 +557,68 @@ TEST(HalfModel, Fp32StorageComputesInFloat32) {
     twin.Output(twin.Add(OpKind::kRelu, {a}));
   }
   ExpectMatchesReference(half, Precision::kFp32, 1e-5f, "float16 model, fp32 storage", &twin);
+}
+
+// The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
+// the last place of the float32 result: within the 1.5 ulps its comment states, over [-12, 12]
+// and small magnitudes down to 1e-8, and the special values: NaN stays NaN, +-inf gives +-1,
+// +-0 keeps its sign.
+TEST(Tanh, WithinOneAndAHalfUlpsOfTheTrueValue) {
+  std::vector<float> x;
+  for (int i = 0; i <= 240000; i++)
+    x.push_back(-12.f + 24.f * static_cast<float>(i) / 240000.f);
+  for (double v = 1e-8; v < 1.0; v *= 1.001) {
+    x.push_back(static_cast<float>(v));
+    x.push_back(static_cast<float>(-v));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special = {std::nanf(""), inf, -inf, 0.f, -0.f, 9.5f, -9.5f, 100.f};
+  x.insert(x.end(), special.begin(), special.end());
+  Bytes bytes(x.size() * sizeof(float));
+  std::memcpy(bytes.data(), x.data(), bytes.size());
+  Builder b;
+  const Shape shape({static_cast<int64_t>(x.size())});
+  TensorId in = b.InputTyped("x", DType::kFloat32, shape, std::move(bytes));
+  b.Output(b.Add(OpKind::kTanh, {in}));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto model = GenerateCode(b.g, OptionsForDevice(dev.device->caps(), Precision::kFp32));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto exec = Executor::Create(dev.device, std::move(*model));
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  auto out = (*exec)->RunHost(dev.queue, b.feeds);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ASSERT_EQ(out->size(), 1u);
+  const size_t finite = x.size() - special.size();
+  double worst = 0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < finite; i++) {
+    const double want = std::tanh(static_cast<double>(x[i]));
+    const float got = ToFloat((*out)[0], i);
+    const float w32 = static_cast<float>(std::fabs(want));
+    const double ulp = std::nextafter(w32, inf) - w32;
+    const double err = std::fabs(static_cast<double>(got) - want) / ulp;
+    if (err > worst) {
+      worst = err;
+      worst_at = i;
+    }
+  }
+  RecordProperty("worst_ulps", std::to_string(worst));
+  EXPECT_LE(worst, 1.5) << "at x = " << x[worst_at] << ": " << ToFloat((*out)[0], worst_at);
+  std::vector<float> got(special.size());
+  for (size_t i = 0; i < special.size(); i++)
+    got[i] = ToFloat((*out)[0], finite + i);
+  EXPECT_TRUE(std::isnan(got[0]));
+  EXPECT_EQ(got[1], 1.f);
+  EXPECT_EQ(got[2], -1.f);
+  EXPECT_EQ(got[3], 0.f);
+  EXPECT_FALSE(std::signbit(got[3]));
+  EXPECT_EQ(got[4], 0.f);
+  EXPECT_TRUE(std::signbit(got[4]));
+  EXPECT_EQ(got[5], 1.f);  // tanh(9.5) = 1 - 1.1e-8 rounds to 1 in float32
+  EXPECT_EQ(got[6], -1.f);
+  EXPECT_EQ(got[7], 1.f);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<std::tuple<size_t, Precision>> &info) {
