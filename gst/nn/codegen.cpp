@@ -358,8 +358,9 @@ bool VectorStorable(const std::string &tag) {
 // The widest float vector a CPU kernel should hold per value: 16 lanes, except where the SIMD
 // registers are few (x86 below AVX-512: 16 of them) and narrower than 16 lanes; there a 16-wide
 // vector takes two registers, which halves the accumulators a work-item can keep. On AVX2
-// (2 cores, the full-size vision model, `opc profile` interleaved) 8-wide vectors took the
-// direct convolutions from 27.4 to 24.5 ms per run.
+// (2 cores, the full-size vision model, `opc profile`, four interleaved rounds) 8-wide vectors
+// took the direct convolutions from 24.7-27.1 to 23.7-26.6 ms per run, about 5 %. (qconv_f,
+// which widens uint8 inputs, measured slower with them: it keeps 16.)
 int64_t WidestVector(const CodegenOptions &opt) {
   return opt.simd_registers < 32 && opt.simd_lanes < 16 ? std::max(opt.simd_lanes, 4) : 16;
 }
