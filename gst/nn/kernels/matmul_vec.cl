@@ -2,8 +2,8 @@
 //   y[b,m,n] = ACT(ALPHA * sum_k A[b,m,k] B[b,k,n] + BETA * c[b,m,n] + res)   (or + res after ACT)
 // Each work-item computes RM rows x NV * V adjacent columns as RM x NV vectors of V floats: per
 // k it loads NV vectors of B's row k and broadcasts RM values of A's column k, each into NV
-// vector FMAs (RM x NV accumulators: 16 of the 32 AVX-512 registers for 8 x 2, 12 of AVX2's 16
-// for 4 x 3 vectors of 8; code generation's ChooseMatMulBlock).
+// vector FMAs (RM x NV accumulators: 16 of the 32 AVX-512 registers for 8 x 2, 8 of AVX2's 16
+// for 2 x 4 vectors of 8; code generation's ChooseMatMulBlock).
 // B's rows must be contiguous. A constant B (weights) comes as panels instead, laid out once by
 // code generation: B_PANEL, bp[N_BLOCKS][K][V] with zeros past N, so each work-item streams
 // one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers);
