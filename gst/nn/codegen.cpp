@@ -441,8 +441,13 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   // (the rest keep the inputs and the broadcast weight: 24 on AVX-512, where 16 channels of
   // one pixel vector or 12 of two fit; 12 on AVX2, 12 channels of one 8-wide vector or 6 of
   // two), where they divide the group's channels (no block half empty); else at most 8.
+  // A strided row on a 16-register device takes all 16: its input vectors cost a load and a
+  // deinterleave each, which more channels share (the full-size vision model's first
+  // convolutions, 12 -> 48 channels, 3x3 stride 2, on a 2-core EPYC: 16 channels 2.7-3.7 ms
+  // against 12 channels 3.4-3.9 ms per run, three interleaved rounds).
   const int64_t regs_per_acc = pv * CeilDiv(v, e.opt.simd_lanes);
-  const int64_t budget = e.opt.simd_registers * 3 / 4;
+  const bool strided = !flat && (win.sh > 1 || win.sw > 1) && WidestVector(e.opt) < 16;
+  const int64_t budget = strided ? e.opt.simd_registers : e.opt.simd_registers * 3 / 4;
   int64_t ocb = std::min<int64_t>({ocg, 8, std::max<int64_t>(budget / regs_per_acc, 1)});
   for (int64_t cand : {16, 12, 8, 6})
     if (cand * regs_per_acc <= budget && ocg % cand == 0) {

@@ -457,9 +457,9 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
 
 // The CPU profile's register blocking follows the SIMD width it is given: for AVX2 (8 lanes, 16
 // registers) no convolution or matrix product keeps more than 12 registers of accumulators
-// (more spill), for AVX-512 (16 and 32) the blocks are larger, and both give the same values
-// (each output's sum runs over the same inputs in the same order; only how many outputs a
-// work-item holds changes).
+// (more spill; a strided convolution's row may take all 16), for AVX-512 (16 and 32) the blocks are
+// larger, and both give the same values (each output's sum runs over the same inputs in the same
+// order; only how many outputs a work-item holds changes).
 TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
@@ -505,7 +505,10 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
       const int v = define(src, "V"), pv = define(src, "PV"), ocb = define(src, "OCB");
       ASSERT_GT(v * pv * ocb, 0) << src.substr(0, 400);
       const int accumulator_regs = ocb * pv * ((v + lanes - 1) / lanes);
-      EXPECT_LE(accumulator_regs, regs * 3 / 4) << lanes << " lanes: OCB " << ocb << ", PV " << pv;
+      // A strided row may take all of AVX2's 16 (its input vectors cost a deinterleave each).
+      const bool strided = define(src, "FLAT") == 0 && define(src, "SW") > 1 && regs < 32;
+      EXPECT_LE(accumulator_regs, strided ? regs : regs * 3 / 4)
+          << lanes << " lanes: OCB " << ocb << ", PV " << pv;
       most = std::max(most, ocb * pv);
     }
     EXPECT_GT(convs, 0);
