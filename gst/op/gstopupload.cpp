@@ -187,7 +187,12 @@ GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_
       ctx_(GST_OP_CONTEXT(gst_object_ref(ctx))),
       allocator_(gst_op_allocator_new(ctx)) {
   EnsureDebugCategory();
+  // Every spare source made now, with room for its maps: made on demand, the first frames
+  // after warm-up that found them all still in flight (their completion callbacks late on a
+  // loaded machine) allocated one on the frame path.
   spare_.reserve(kSpareSources);
+  for (size_t i = 0; i < kSpareSources; i++)
+    spare_.push_back(NewSource());
   const auto &device = gst_op_context_get_device(ctx);
   staging_ = device->buffer_policy().staging_uploads || force_staging;
   import_ = gst_op_dmabuf_import_method(device->caps());
@@ -319,9 +324,14 @@ std::unique_ptr<GstOpUploadSource> GstOpUploader::TakeSource() {
       return source;
     }
   }
-  // Warm-up (one per frame the device may still be reading), or the device far behind.
+  // More than kSpareSources frames still being read: the device far behind.
+  return NewSource();
+}
+
+std::unique_ptr<GstOpUploadSource> GstOpUploader::NewSource() {
   auto source = std::make_unique<GstOpUploadSource>();
   source->recycle_to = this;
+  source->maps.reserve(kMapsPerSource);
   return source;
 }
 

@@ -163,12 +163,15 @@ class GstOpUploader {
                                              size_t bytes, cl_mem dst,
                                              const op::cl::EventList &wait);
   static void ReleaseSource(void *source, cl_int status);
-  // WriteMemory's and WriteBuffer's sources, reused so that no frame allocates one: a free one,
-  // or a new one while fewer than kSpareSources were ever made (warm-up, or the device behind).
+  // WriteMemory's and WriteBuffer's sources, reused so that no frame allocates one: a spare one
+  // (all kSpareSources are made with the uploader), or a new one when all are still being read.
   std::unique_ptr<GstOpUploadSource> TakeSource();
+  // A source that recycles to this uploader, with room for kMapsPerSource maps.
+  std::unique_ptr<GstOpUploadSource> NewSource();
   // Back to the spares when it is one of ours (any thread), else freed.
   void Recycle(std::unique_ptr<GstOpUploadSource> source);
   static constexpr size_t kSpareSources = 16;
+  static constexpr size_t kMapsPerSource = 4;  // a buffer's memories: one or two for a frame
 
   GstElement *element_;
   GstOpContext *ctx_;
