@@ -358,8 +358,9 @@ bool VectorStorable(const std::string &tag) {
 // The widest float vector a CPU kernel should hold per value: 16 lanes, except where the SIMD
 // registers are few (x86 below AVX-512: 16 of them) and narrower than 16 lanes; there a 16-wide
 // vector takes two registers, which halves the accumulators a work-item can keep. On AVX2
-// (2 cores, the full-size vision model, `opc profile`, four interleaved rounds) 8-wide vectors
-// took the direct convolutions from 24.7-27.1 to 23.7-26.6 ms per run, about 5 %. (qconv_f,
+// (2 cores, the full-size vision model, `opc profile`) 8-wide vectors took the direct
+// convolutions from 24.7-27.1 to 23.7-26.6 ms per run in three of four interleaved rounds,
+// 31.5 to 27.3 ms in the fourth, noisier one. (qconv_f,
 // which widens uint8 inputs, measured slower with them: it keeps 16.)
 int64_t WidestVector(const CodegenOptions &opt) {
   return opt.simd_registers < 32 && opt.simd_lanes < 16 ? std::max(opt.simd_lanes, 4) : 16;
@@ -441,12 +442,12 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   // (the rest keep the inputs and the broadcast weight: 24 on AVX-512, where 16 channels of
   // one pixel vector or 12 of two fit; 12 on AVX2, 12 channels of one 8-wide vector or 6 of
   // two), where they divide the group's channels (no block half empty); else at most 8.
-  // A strided row on a 16-register device takes all 16: its input vectors cost a load and a
-  // deinterleave each, which more channels share (the full-size vision model's first
+  // A row strided along W on a 16-register device takes all 16: its input vectors cost a load
+  // and a deinterleave each, which more channels share (the full-size vision model's first
   // convolutions, 12 -> 48 channels, 3x3 stride 2, on a 2-core EPYC: 16 channels 2.7-3.7 ms
   // against 12 channels 3.4-3.9 ms per run, three interleaved rounds).
   const int64_t regs_per_acc = pv * CeilDiv(v, e.opt.simd_lanes);
-  const bool strided = !flat && (win.sh > 1 || win.sw > 1) && WidestVector(e.opt) < 16;
+  const bool strided = !flat && win.sw > 1 && widest < 16;
   const int64_t budget = strided ? e.opt.simd_registers : e.opt.simd_registers * 3 / 4;
   int64_t ocb = std::min<int64_t>({ocg, 8, std::max<int64_t>(budget / regs_per_acc, 1)});
   for (int64_t cand : {16, 12, 8, 6})
@@ -656,10 +657,11 @@ Status LowerConvTranspose(Emitter &e, const Node &node) {
 // - 32 SIMD registers (AVX-512): 8 rows x 2 vectors of 16, 16 accumulators;
 // - 16 SIMD registers (AVX2): vectors of the device's 8 lanes, 2 rows x 4 vectors, 8
 //   accumulators (the loop over k keeps four k's rows of B in registers beside them). Measured
-//   on a 2-core EPYC, medians of 200 runs over two interleaved rounds, for products of 25 x 512
-//   x 1024, 32 x 384 x 1152 and 32 x 1152 x 384 with a constant B: 0.38-0.61, 0.35-0.65 and
-//   0.35-0.57 ms, against 0.66, 0.94 and 1.08 ms for AVX-512's 8 x 2 of 16 (32 registers of
-//   accumulators: it spills), and 0.91-0.95, 0.47-0.50 and 0.46-0.47 ms for 4 x 3 of 8 (12).
+//   on a 2-core EPYC for products of 25 x 512 x 1024, 32 x 384 x 1152 and 32 x 1152 x 384 with
+//   a constant B, medians of 200 runs in two interleaved rounds: 0.38-0.61, 0.35-0.65 and
+//   0.35-0.57 ms, against 0.91-0.95, 0.47-0.50 and 0.46-0.47 ms for 4 x 3 of 8 (12
+//   accumulators); AVX-512's 8 x 2 of 16 (32 registers of accumulators: it spills) took 0.66,
+//   0.94 and 1.08 ms in the first sweep of eleven shapes (medians of 100 runs).
 // One or two rows take four vectors: a vector-matrix product would otherwise run one dependent
 // FMA chain. Fewer vectors where N is narrower than the block.
 struct MatMulBlock {

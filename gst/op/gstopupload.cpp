@@ -187,9 +187,9 @@ GstOpUploader::GstOpUploader(GstElement *element, GstOpContext *ctx, bool force_
       ctx_(GST_OP_CONTEXT(gst_object_ref(ctx))),
       allocator_(gst_op_allocator_new(ctx)) {
   EnsureDebugCategory();
-  // Every spare source made now, with room for its maps: made on demand, the first frames
-  // after warm-up that found them all still in flight (their completion callbacks late on a
-  // loaded machine) allocated one on the frame path.
+  // All spare sources are made here, each with room for its maps. Made on demand, a frame that
+  // found every source still waiting for its completion callback (late on a loaded machine)
+  // allocated a new one on the frame path, after warm-up had made only as many as it needed.
   spare_.reserve(kSpareSources);
   for (size_t i = 0; i < kSpareSources; i++)
     spare_.push_back(NewSource());

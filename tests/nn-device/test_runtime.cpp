@@ -457,9 +457,9 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
 
 // The CPU profile's register blocking follows the SIMD width it is given: for AVX2 (8 lanes, 16
 // registers) no convolution or matrix product keeps more than 12 registers of accumulators
-// (more spill; a strided convolution's row may take all 16), for AVX-512 (16 and 32) the blocks are
-// larger, and both give the same values (each output's sum runs over the same inputs in the same
-// order; only how many outputs a work-item holds changes).
+// (more spill; a convolution's row strided along W may take all 16), for AVX-512 (16 and 32) the
+// blocks are larger, and both give the same values (each output's sum runs over the same inputs in
+// the same order; only how many outputs a work-item holds changes).
 TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
