@@ -46,7 +46,15 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
       acc[j][a] = (VF)(0.0f);
   nn_dw_rows(x, x_off + z * (H * W), 0.0f, w, w_off + ch * (M * KH * KW), oh0, p0 * SW - PW, acc);
 
+  // The epilogue is a loop, not unrolled, over a copy of the accumulators (see conv2d_vec.cl).
+  VF out[M][R];
+#pragma unroll
+  for (int j = 0; j < M; j++)
+#pragma unroll
+    for (int a = 0; a < R; a++)
+      out[j][a] = acc[j][a];
   const int n = z / C;
+#pragma unroll 1
   for (int j = 0; j < M; j++) {
     const int oc = ch * M + j;
 #if HAS_BIAS
@@ -55,6 +63,7 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
     const float bias = 0.0f;
 #endif
     const int ybase = (n * OC + oc) * (OH * OW) + p0;
+#pragma unroll 1
     for (int a = 0; a < R; a++) {
       const int oh = oh0 + a;
       if (OH % R != 0 && oh >= OH)
@@ -62,13 +71,13 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
       const int yrow = ybase + oh * OW;
 #ifdef ACTV
       if (p0 + V <= OW) {
-        const VF v = acc[j][a] + bias;
+        const VF v = out[j][a] + bias;
         NN_STORE_EPILOGUE_V(V, v, yrow, yrow);
         continue;
       }
 #endif
       float t[V];
-      NN_CAT(vstore, V)(acc[j][a], 0, t);
+      NN_CAT(vstore, V)(out[j][a], 0, t);
       const int lanes = p0 + V <= OW ? V : OW - p0;
       for (int c = 0; c < (lanes == V ? V : lanes); c++) {
         const int yi = yrow + c;

@@ -134,6 +134,16 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
   }
 #endif
 
+  // The epilogue is a loop, not unrolled, over a copy of the accumulators (indexed by constants
+  // only, they stay in registers in the loop above): unrolled, the activation chain was repeated
+  // PV x OCB times, which doubled the kernel's build time and bought no speed.
+  VF out[PV][OCB];
+#pragma unroll
+  for (int a = 0; a < OCB; a++) {
+    out[0][a] = acc[a];
+    out[PV - 1][a] = PV == 2 ? acc2[a] : acc[a];
+  }
+#pragma unroll 1
   for (int j = 0; j < PV; j++) {
     const int pj = p0 + j * V;
     if (PV > 1 && pj >= PIXELS)
@@ -142,15 +152,15 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #ifdef ACTV
     // A whole vector of pixels: the epilogue as vector code (activations included).
     if (pj + V <= PIXELS) {
-#pragma unroll
+#pragma unroll 4
       for (int a = 0; a < OCB; a++) {
         const int oc = oc0 + a;
         if (OCG % OCB != 0 && oc >= g * OCG + OCG)
           break;
 #if HAS_BIAS
-        const VF v = (j == 0 ? acc[a] : acc2[a]) + LOAD(TB, b, b_off + oc);
+        const VF v = out[j][a] + LOAD(TB, b, b_off + oc);
 #else
-        const VF v = j == 0 ? acc[a] : acc2[a];
+        const VF v = out[j][a];
 #endif
         const int yi = ybase + oc * (OH * OW);
         NN_STORE_EPILOGUE_V(V, v, yi, yi);
@@ -159,6 +169,7 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
     }
 #endif
     // Epilogue, lane by lane (the edge, or an activation without a vector form).
+#pragma unroll 1
     for (int a = 0; a < OCB; a++) {
       const int oc = oc0 + a;
       if (oc >= g * OCG + OCG)
@@ -169,7 +180,7 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
       const float bias = 0.0f;
 #endif
       float t[V];
-      NN_CAT(vstore, V)(j == 0 ? acc[a] : acc2[a], 0, t);
+      NN_CAT(vstore, V)(out[j][a], 0, t);
       // A whole vector in range runs a loop without exits, which the compiler vectorises
       // (activations included); the edge keeps its bounds.
       const int lanes = pj + V <= PIXELS ? V : PIXELS - pj;

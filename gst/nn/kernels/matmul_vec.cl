@@ -120,6 +120,14 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   }
 #endif
 
+  // The epilogue is a loop, not unrolled, over a copy of the accumulators (indexed by constants
+  // only, they stay in registers in the loop above): unrolled, the activation chain was
+  // repeated RM x NV times, which made the kernel much slower to build for no speed.
+  VF out[RM * NV];
+#pragma unroll
+  for (int i = 0; i < RM * NV; i++)
+    out[i] = acc[i];
+#pragma unroll 1
   for (int j = 0; j < NV; j++) {
     const int nj = n0 + j * V;
     if (NV > 1 && nj >= N)
@@ -128,12 +136,12 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
     // A whole vector of columns: the epilogue as vector code (activations included). C_CONTIG:
     // C runs along n (else one value per row, broadcast over n).
     if (nj + V <= N) {
-#pragma unroll
+#pragma unroll 1
       for (int i = 0; i < RM; i++) {
         const int m = m0 + i;
         if (M % RM != 0 && m >= M)
           break;
-        VF v = ALPHA * acc[j * RM + i];
+        VF v = ALPHA * out[j * RM + i];
 #if HAS_C && C_CONTIG
         v += BETA * LOADV(TC, V, c, c_off + C_IDX(bt, m, nj));
 #elif HAS_C
@@ -145,12 +153,13 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
     }
 #endif
     // Epilogue, lane by lane (the edge, or an activation without a vector form).
+#pragma unroll 1
     for (int i = 0; i < RM; i++) {
       const int m = m0 + i;
       if (m >= M)
         break;
       float t[V];
-      NN_CAT(vstore, V)(acc[j * RM + i], 0, t);
+      NN_CAT(vstore, V)(out[j * RM + i], 0, t);
       for (int l = 0; l < V; l++) {
         const int n = nj + l;
         if (n >= N)
