@@ -134,9 +134,11 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
   }
 #endif
 
-  // The epilogue is a loop, not unrolled, over a copy of the accumulators (indexed by constants
-  // only, they stay in registers in the loop above): unrolled, the activation chain was repeated
-  // PV x OCB times, which doubled the kernel's build time and bought no speed.
+  // The epilogue is a loop over a copy of the accumulators (indexed by constants only, they
+  // stay in registers in the loop above), four vectors at a time: unrolled whole, the
+  // activation chain was repeated PV x OCB times, which made the kernel half again slower to
+  // build; one vector at a time, the chains ran one after another and the full vision model's
+  // GELU-fused 1x1 convolutions took 43 % longer.
   VF out[PV][OCB];
 #pragma unroll
   for (int a = 0; a < OCB; a++) {
