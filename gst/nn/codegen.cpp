@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "nn/codegen_internal.h"
 #include "nn/op_params.h"
@@ -261,6 +262,19 @@ PendingArg TArg(TensorId t) {
   return a;
 }
 
+// Sizes a kernel takes as int arguments after its buffers (in the order its template declares
+// them) instead of as defines: kernels that differ only in them then share one program, which
+// is what a cold start spends its time building. Sizes are far below 2^31 (a tensor's element
+// count fits a uint offset).
+void PushInts(Pending &k, std::initializer_list<int64_t> values) {
+  for (int64_t v : values) {
+    PendingArg a;
+    a.kind = PendingArg::Kind::kInt;
+    a.i = static_cast<int32_t>(v);
+    k.args.push_back(a);
+  }
+}
+
 uint64_t CeilDiv(uint64_t a, uint64_t b) {
   return (a + b - 1) / b;
 }
@@ -379,11 +393,9 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   const bool res_in = res != kNoTensor && !cs.split_epilogue;
   Defines d;
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(cs.out));
-  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
-  d.Int("OH", yo[2]).Int("OW", yo[3]);
   d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
-  d.Int("R", rows).Int("V", v);
+  d.Int("R", rows).Int("V", v).Int("EDGE", yo[3] % v != 0);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b));
@@ -404,6 +416,7 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   if (res_in)
     k.args.push_back(TArg(res));
   k.args.push_back(TArg(cs.out));
+  PushInts(k, {xi[0], xi[1], xi[2], xi[3], yo[2], yo[3]});
   k.writes = {cs.out};
   k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * win.kh * win.kw;
   if (Product(e.Dims(node.outputs[0])) == 0)
@@ -479,11 +492,10 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
       e.NewConstant(wsrc.name + "_vec", wsrc.dtype, {g * blocks, cg, taps, ocb}, std::move(wt));
 
   Defines d;
-  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(cs.out));
-  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
-  d.Int("OC", yo[1]).Int("OH", yo[2]).Int("OW", yo[3]).Int("G", g);
+  d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(cs.out)).Int("G", g);
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
+  d.Int("EDGE", pixels % (v * pv) != 0);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
   d.Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
@@ -508,6 +520,7 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   if (res != kNoTensor && !cs.split_epilogue)
     k.args.push_back(TArg(res));
   k.args.push_back(TArg(cs.out));
+  PushInts(k, {xi[0], xi[1], xi[2], xi[3], yo[1], yo[2], yo[3]});
   k.writes = {cs.out};
   k.flops = 2ull * yo[0] * yo[1] * yo[2] * yo[3] * cg * taps;
   if (Product(e.Dims(node.outputs[0])) == 0)
@@ -668,6 +681,45 @@ struct MatMulBlock {
   int64_t rm = 1, v = 4, nv = 1;
 };
 
+// The stride per batch of a product operand whose batch dims are `dims` (broadcast against the
+// output's batch dims `out`): 0 when all of them are 1, `matrix` (the operand's elements per
+// batch) when they are the output's, none otherwise (a partial broadcast).
+std::optional<int64_t> BatchStride(const std::vector<int64_t> &out,
+                                   const std::vector<int64_t> &dims, int64_t matrix) {
+  if (Product(dims) == 1)
+    return 0;
+  std::vector<int64_t> padded(out.size() - std::min(out.size(), dims.size()), 1);
+  padded.insert(padded.end(), dims.begin(), dims.end());
+  return padded == out ? std::optional<int64_t>(matrix) : std::nullopt;
+}
+
+// Element strides per batch, row and column of a tensor of dims `dims` broadcast against a
+// product's output `yd` (batch dims `ob`, then m x n), where one stride per axis says it:
+// 0 along the axes it is broadcast on.
+struct ProductStrides {
+  int64_t batch = 0, row = 0, col = 0;
+};
+std::optional<ProductStrides> StridesOf(const std::vector<int64_t> &ob, int64_t m, int64_t n,
+                                        const std::vector<int64_t> &yd,
+                                        const std::vector<int64_t> &dims) {
+  if (yd.size() != ob.size() + 2 || dims.size() > yd.size())
+    return std::nullopt;
+  std::vector<int64_t> d(yd.size() - dims.size(), 1);
+  d.insert(d.end(), dims.begin(), dims.end());
+  const int64_t dm = d[d.size() - 2], dn = d.back();
+  if ((dm != 1 && dm != m) || (dn != 1 && dn != n))
+    return std::nullopt;
+  ProductStrides s;
+  const std::optional<int64_t> bs =
+      BatchStride(ob, std::vector<int64_t>(d.begin(), d.end() - 2), dm * dn);
+  if (!bs)
+    return std::nullopt;
+  s.batch = *bs;
+  s.row = dm == 1 ? 0 : dn;
+  s.col = dn == 1 ? 0 : 1;
+  return s;
+}
+
 MatMulBlock ChooseMatMulBlock(const CodegenOptions &opt, int64_t m, int64_t n) {
   const int64_t widest = WidestVector(opt);
   MatMulBlock b;
@@ -746,30 +798,52 @@ Status LowerMatMul(Emitter &e, const Node &node) {
       }
     bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, cols}, std::move(p));
   }
+  const bool a_vec4 =
+      !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16");
   Defines d;
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
-  d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka);
-  d.Int("A_SM", ta ? 1 : ad[ra - 1]).Int("A_SK", ta ? ad[ra - 1] : 1);
+  d.Int("A_SK", ta ? ad[ra - 1] : 1);
+  if (!vec)
+    d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka).Int("A_SM", ta ? 1 : ad[ra - 1]);
   if (vec)
-    d.Int("B_SK", n)
-        .Int("B_PANEL", b_const)
+    d.Int("B_PANEL", b_const)
         .Int("V", cols)
         .Int("NV", nv)
-        .Int("A_VEC4",
-             !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16"));
+        .Int("A_VEC4", a_vec4)
+        .Int("K_TAIL", !a_vec4 || ka % 4 != 0)
+        .Int("EDGE", n % (cols * nv) != 0);
   else
     d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1).Int("RN", cols);
-  d.Def("A_BOFF(b)",
-        "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " + std::to_string(m * ka) + ")");
-  d.Def("B_BOFF(b)",
-        "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " + std::to_string(ka * n) + ")");
   std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
+  // matmul_vec takes its sizes and strides as arguments; the index macros use them where one
+  // stride per axis says the broadcast (else they keep the constant expressions, and that
+  // product gets a program of its own).
+  const std::optional<int64_t> a_bs = BatchStride(ob.dims, abatch, m * ka);
+  const std::optional<int64_t> b_bs = BatchStride(ob.dims, bbatch, ka * n);
+  const std::optional<ProductStrides> cst =
+      c == kNoTensor ? ProductStrides{} : StridesOf(ob.dims, m, n, yd, e.Dims(c));
+  const std::optional<ProductStrides> rst =
+      res == kNoTensor ? ProductStrides{} : StridesOf(ob.dims, m, n, yd, e.Dims(res));
+  if (vec && a_bs)
+    d.Def("A_BOFF(b)", "((b) * a_bs)");
+  else
+    d.Def("A_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, abatch, "(b)") + ") * " +
+                           std::to_string(m * ka) + ")");
+  if (vec && b_bs)
+    d.Def("B_BOFF(b)", "((b) * b_bs)");
+  else
+    d.Def("B_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " +
+                           std::to_string(ka * n) + ")");
   d.Int("RM", rm).Flt("ALPHA", alpha).Flt("BETA", beta);
   d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
   if (c != kNoTensor)
-    d.Def("TC", e.Tag(c)).Def("C_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(c), lin));
+    d.Def("TC", e.Tag(c))
+        .Def("C_IDX(b, m, n)", vec && cst ? "((b) * c_sb + (m) * c_sm + (n) * c_sn)"
+                                          : gen::BroadcastIndex(yd, e.Dims(c), lin));
   if (res != kNoTensor)
-    d.Def("TR", e.Tag(res)).Def("R_IDX(b, m, n)", gen::BroadcastIndex(yd, e.Dims(res), lin));
+    d.Def("TR", e.Tag(res))
+        .Def("R_IDX(b, m, n)", vec && rst ? "((b) * r_sb + (m) * r_sm + (n) * r_sn)"
+                                          : gen::BroadcastIndex(yd, e.Dims(res), lin));
   OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
   if (vec) {
     // The vector epilogue needs the residual running along n like y; C may run along n or be
@@ -800,6 +874,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   if (res != kNoTensor)
     k.args.push_back(TArg(res));
   k.args.push_back(TArg(y));
+  if (vec) {
+    const ProductStrides cs = cst.value_or(ProductStrides{}), rs = rst.value_or(ProductStrides{});
+    PushInts(k, {batch, m, n, ka, ta ? 1 : ad[ra - 1], n, a_bs.value_or(0), b_bs.value_or(0),
+                 cs.batch, cs.row, cs.col, rs.batch, rs.row, rs.col});
+  }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;
   e.Emit(std::move(k));
@@ -1280,7 +1359,8 @@ static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pen
 // re-laid-out weights (WV) are made: the input zero point, the QLinearConv epilogue, the output
 // and the launch. The defines are appended after the kernel's own, in one order for all three.
 static Status EmitQuantizedConv(Emitter &e, const Node &node, Defines &d, TensorId wv,
-                                const char *entry, std::vector<uint64_t> global, uint64_t flops) {
+                                const char *entry, std::vector<uint64_t> global, uint64_t flops,
+                                std::initializer_list<int64_t> sizes = {}) {
   const bool ql = node.op == OpKind::kQLinearConv;
   TensorId x = node.inputs[0], xz = node.input(2), y = node.outputs[0];
   d.Int("HAS_XZP", xz != kNoTensor).Int("QLINEAR", ql);
@@ -1293,6 +1373,7 @@ static Status EmitQuantizedConv(Emitter &e, const Node &node, Defines &d, Tensor
   if (ql)
     AddQLinearConvEpilogue(e, node, d, k);
   k.args.push_back(TArg(y));
+  PushInts(k, sizes);
   k.label = node.Describe();
   k.entry = entry;
   OP_ASSIGN_OR_RETURN(k.source, e.Source(entry, d));
@@ -1336,15 +1417,13 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
   const int64_t rows = std::min<int64_t>(yo[2], 4);
   Defines d;
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(y));
-  d.Int("N", xi[0]).Int("C", xi[1]).Int("H", xi[2]).Int("W", xi[3]);
-  d.Int("OH", yo[2]).Int("OW", yo[3]);
   d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v);
   status = EmitQuantizedConv(
       e, node, d, wv, "qconv_dw",
       {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])},
-      2ull * yo[0] * yo[1] * yo[2] * yo[3] * taps);
+      2ull * yo[0] * yo[1] * yo[2] * yo[3] * taps, {xi[0], xi[1], xi[2], xi[3], yo[2], yo[3]});
   return true;
 }
 

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <fstream>
 #include <cstdlib>
+#include <map>
 #include <new>
+#include <set>
 
 #include "graph_builder.h"
 #include "nn/compiler.h"
@@ -529,6 +531,53 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
       ASSERT_EQ(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)))
           << "output " << o << " element " << i;
   }
+}
+
+// Kernels that differ only in their sizes take them as arguments and share one program (a cold
+// start builds each program once): two 1x1 convolutions, two depthwise 7x7 convolutions and two
+// products with a constant B, each pair with the same blocking and epilogue but other sizes,
+// make three programs for six kernels, and every output still matches the reference.
+TEST(Profiles, KernelsThatDifferOnlyInSizeShareAProgram) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  Builder b;
+  using Ints = std::vector<int64_t>;
+  auto window = [](Ints kernel, Ints pads, int64_t group) {
+    Attributes at;
+    at.Set("kernel_shape", kernel);
+    at.Set("pads", pads);
+    at.Set("group", group);
+    return at;
+  };
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{24, 16}, {48, 32}}) {
+    TensorId x = b.Input("x" + std::to_string(c), {1, c, hw, hw});
+    TensorId pw = b.Add(OpKind::kConv, {x, b.Weights({c, c, 1, 1}), b.Weights({c})},
+                        window({1, 1}, {0, 0, 0, 0}, 1));
+    b.Output(b.Add(OpKind::kConv, {pw, b.Weights({c, 1, 7, 7}), b.Weights({c})},
+                   window({7, 7}, {3, 3, 3, 3}, c)));
+  }
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{21, 37}, {45, 133}}) {
+    TensorId a = b.Input("a" + std::to_string(k), {9, k});
+    b.Output(b.Add(OpKind::kMatMul, {a, b.Weights({k, n})}));
+  }
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto opt = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(opt.ok());
+  opt->simd_lanes = 16;
+  opt->simd_registers = 32;
+  auto m = GenerateCode(b.g, *opt);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  std::map<std::string, std::set<uint32_t>> sources;
+  std::map<std::string, int> kernels;
+  for (const KernelDesc &k : m->kernels) {
+    sources[k.entry].insert(k.source);
+    kernels[k.entry]++;
+  }
+  for (const char *entry : {"conv2d_vec", "conv2d_dw", "matmul_vec"}) {
+    EXPECT_EQ(kernels[entry], 2) << entry;
+    EXPECT_EQ(sources[entry].size(), 1u) << entry << ": sizes should be arguments";
+  }
+  ExpectMatchesReference(b, Precision::kFp32, 1e-4f, "size-shared kernels");
 }
 
 }  // namespace

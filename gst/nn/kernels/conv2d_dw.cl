@@ -5,9 +5,11 @@
 //
 // Epilogue NN_STORE_EPILOGUE (nn_common.cl), as conv2d_vec's; ACTV (optional) runs it on
 // whole vectors.
-// Defines: TX TW TB TR TY; N C H W OH OW KH KW SH SW PH PW M; R V; HAS_BIAS HAS_RES RES_AFTER;
-// ACT; ACTV. Weights in ONNX order w[C * M][1][KH][KW]; output channel c * M + j reads input
-// channel c.
+// Defines: TX TW TB TR TY; KH KW SH SW PH PW M; R V; HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV;
+// EDGE (OW not a multiple of V: the lane-by-lane epilogue of a partial vector is compiled).
+// Arguments after the output: N C H W OH OW, so one program serves every image size and channel
+// count (a model's depthwise layers differ in little else). Weights in ONNX order
+// w[C * M][1][KH][KW]; output channel c * M + j reads input channel c.
 #include "nn_common.cl"
 
 #define NN_DW_LOADV(i) LOADV(TX, V, x, i)
@@ -29,7 +31,8 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
 #if HAS_RES
                         __global const STYPE(TR) * r, uint r_off,
 #endif
-                        __global STYPE(TY) * y, uint y_off) {
+                        __global STYPE(TY) * y, uint y_off, const int N, const int C, const int H,
+                        const int W, const int OH, const int OW) {
   const int pb = get_global_id(0);
   const int rb = get_global_id(1);
   const int z = get_global_id(2);
@@ -44,7 +47,8 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
 #pragma unroll
     for (int a = 0; a < R; a++)
       acc[j][a] = (VF)(0.0f);
-  nn_dw_rows(x, x_off + z * (H * W), 0.0f, w, w_off + ch * (M * KH * KW), oh0, p0 * SW - PW, acc);
+  nn_dw_rows(x, x_off + z * (H * W), 0.0f, w, w_off + ch * (M * KH * KW), H, W, oh0, p0 * SW - PW,
+             acc);
 
   // The epilogue is a loop, not unrolled, over a copy of the accumulators (see conv2d_vec.cl).
   VF out[M][R];
@@ -76,6 +80,7 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
         continue;
       }
 #endif
+#if EDGE || !defined(ACTV)
       float t[V];
       NN_CAT(vstore, V)(out[j][a], 0, t);
       const int lanes = p0 + V <= OW ? V : OW - p0;
@@ -84,6 +89,7 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
         float v = t[c] + bias;
         NN_STORE_EPILOGUE(v, yi, yi);
       }
+#endif
     }
   }
 }

@@ -7,9 +7,12 @@
 //
 // Epilogue NN_STORE_EPILOGUE (nn_common.cl): y = ACT(conv + bias + res) or, with RES_AFTER,
 // ACT(conv + bias) + res.
-// Defines: TX TW TB TR TY; N C H W OC OH OW KH KW SH SW PH PW DH DW G; OCB V V2 (2 V) PV;
-// FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows);
+// Defines: TX TW TB TR TY; KH KW SH SW PH PW DH DW G; OCB V V2 (2 V) PV;
+// FLAT (1x1, stride 1, no padding: pixels are one flat run of OH * OW, not rows); EDGE (the
+// pixels not a multiple of V * PV: the partial vectors' paths are compiled);
 // HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV (optional: the activation on a vector, nn_common.cl).
+// Arguments after the output: N C H W OC OH OW, so one program serves every size (the 1x1
+// convolutions of a model differ in little else).
 // Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
 // past the group's end are zero), so the OCB weights of one tap are adjacent.
 #include "nn_common.cl"
@@ -39,7 +42,8 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #if HAS_RES
                          __global const STYPE(TR) * r, uint r_off,
 #endif
-                         __global STYPE(TY) * y, uint y_off) {
+                         __global STYPE(TY) * y, uint y_off, const int N, const int C, const int H,
+                         const int W, const int OC, const int OH, const int OW) {
   // Channel blocks vary fastest: the work-items that run one after another on a thread read
   // the same input pixels (a flat 1x1 run over C = 144 is 18 KiB, kept in L1) with the next
   // OCB weights (all of a layer's weights fit in L2), instead of streaming the whole input
@@ -78,7 +82,9 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
 #endif
       }
     }
-  } else {
+  }
+#if EDGE
+  else {
     for (int ic = 0; ic < CG; ic++) {
       for (int j = 0; j < PV; j++) {
         const int pj = p0 + j * V;
@@ -97,6 +103,7 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
       }
     }
   }
+#endif
 #else
   for (int ic = 0; ic < CG; ic++) {
     for (int kh = 0; kh < KH; kh++) {
@@ -170,6 +177,7 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
       continue;
     }
 #endif
+#if EDGE || !defined(ACTV)
     // Epilogue, lane by lane (the edge, or an activation without a vector form).
 #pragma unroll 1
     for (int a = 0; a < OCB; a++) {
@@ -192,5 +200,6 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
         NN_STORE_EPILOGUE(v, yi, yi);
       }
     }
+#endif
   }
 }

@@ -12,7 +12,8 @@
 //
 // The includer defines NN_DW_LOADV(i) (V inputs from element i of x, as floats) and
 // NN_DW_LOAD(i) (one), in terms of this function's parameters x and xzp.
-// Defines: TX TW; H W KH KW SH SW PH PW M; R V. Weights w[C * M][KH][KW] (float or half).
+// Defines: TX TW; KH KW SH SW PH PW M; R V. The image's height and width are arguments (in_h,
+// in_w), so one program serves every image size. Weights w[C * M][KH][KW] (float or half).
 
 #define VF NN_CAT(float, V)
 #define SEG (SW * V + KW - 1)
@@ -37,9 +38,9 @@
 // acc[j][a] += the window of output channel j, output row oh0 + a, pixels from the input
 // column iw0 on (the left edge of the first pixel's window), over image channel base xbase.
 static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, const float xzp,
-                              __global const STYPE(TW) * w, const int wbase, const int oh0,
-                              const int iw0, VF acc[M][R]) {
-  const bool interior = (iw0 >= 0) & (iw0 + SEG <= W);  // & : iw0 may be a constant
+                              __global const STYPE(TW) * w, const int wbase, const int in_h,
+                              const int in_w, const int oh0, const int iw0, VF acc[M][R]) {
+  const bool interior = (iw0 >= 0) & (iw0 + SEG <= in_w);
   // The loop over input rows is not unrolled (the taps of a row, and the output rows and
   // channels it feeds, are): unrolled, its IROWS copies of the row's loads and of the edge path
   // made the kernel three to four times slower to build, for no measurable speed.
@@ -47,9 +48,9 @@ static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, con
   for (int i = 0; i < IROWS; i++) {
     // Input row i of the block is tap row kh = i - SH a of output row a.
     const int ih = oh0 * SH - PH + i;
-    if (ih < 0 || ih >= H)
+    if (ih < 0 || ih >= in_h)
       continue;
-    const int row = xbase + ih * W + iw0;
+    const int row = xbase + ih * in_w + iw0;
     VF xv[KW];
     if (interior) {
 #define NN_DW_FROM_INPUT(o) NN_DW_LOADV(row + (o))
@@ -58,7 +59,7 @@ static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, con
     } else {
       float seg[SEG];
       for (int c = 0; c < SEG; c++)
-        seg[c] = (iw0 + c >= 0 && iw0 + c < W) ? NN_DW_LOAD(row + c) : 0.0f;
+        seg[c] = (iw0 + c >= 0 && iw0 + c < in_w) ? NN_DW_LOAD(row + c) : 0.0f;
 #define NN_DW_FROM_SEG(o) NN_CAT(vload, V)(0, seg + (o))
       NN_DW_SEG_TAPS(NN_DW_FROM_SEG);
 #undef NN_DW_FROM_SEG

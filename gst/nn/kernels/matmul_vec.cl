@@ -8,10 +8,17 @@
 // code generation: B_PANEL, bp[N_BLOCKS][K][V] with zeros past N, so each work-item streams
 // one contiguous run (rows of a wide B are over a page apart, which defeats the prefetchers);
 // code generation pads the panels to a multiple of NV.
-// Defines: TA TB TC TR TY; BATCH M N K; A_SM A_SK B_SK (strides in elements); B_PANEL; A_BOFF(b)
-// B_BOFF(b) C_IDX(b,m,n) R_IDX(b,m,n) (generated); RM V NV; ALPHA BETA; HAS_C HAS_RES RES_AFTER;
-// ACT; ACTV and C_CONTIG (optional: the epilogue on whole vectors, nn_common.cl); A_VEC4 (A's rows
-// contiguous along k, with vector loads).
+// Defines: TA TB TC TR TY; A_SK (A's stride along k); B_PANEL; A_BOFF(b) B_BOFF(b) C_IDX(b,m,n)
+// R_IDX(b,m,n) (generated: in terms of the stride arguments below where those can say it);
+// RM V NV; ALPHA BETA; HAS_C HAS_RES RES_AFTER; ACT; ACTV and C_CONTIG (optional: the epilogue
+// on whole vectors, nn_common.cl); A_VEC4 (A's rows contiguous along k, with vector loads);
+// K_TAIL (k not all in fours: the one-k loop is compiled) and EDGE (N not a multiple of V * NV:
+// the partial blocks' paths are compiled), so that a kernel builds only the code its sizes use.
+// Arguments after the output: BATCH M N K; A_SM B_SK (row strides in elements); a_bs b_bs
+// (A's and B's stride per batch, 0 where broadcast); c_sb c_sm c_sn and r_sb r_sm r_sn (C's and
+// the residual's strides per batch, row and column; 0 without them). Sizes are
+// arguments so that one program serves every product of a model with the same blocking and
+// epilogue.
 #include "nn_common.cl"
 
 #define VF NN_CAT(float, V)
@@ -29,7 +36,10 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
 #if HAS_RES
                          __global const STYPE(TR) * r, uint r_off,
 #endif
-                         __global STYPE(TY) * y, uint y_off) {
+                         __global STYPE(TY) * y, uint y_off, const int BATCH, const int M,
+                         const int N, const int K, const int A_SM, const int B_SK, const int a_bs,
+                         const int b_bs, const int c_sb, const int c_sm, const int c_sn,
+                         const int r_sb, const int r_sm, const int r_sn) {
   // Row blocks vary fastest, so the work-items that run one after another on a thread share
   // B's panel (one panel of a 384 x 1152 B is 24 KiB, the whole B 1.7 MiB: more than L2).
   const int mb = get_global_id(0);
@@ -90,6 +100,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
       }
     }
 #endif
+#if K_TAIL
     for (; k < K; k++) {
       VF bv[NV];
 #pragma unroll
@@ -103,8 +114,9 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
           acc[j * RM + i] = fma(av, bv[j], acc[j * RM + i]);
       }
     }
+#endif
   }
-#if !B_PANEL
+#if !B_PANEL && EDGE
   else {
     for (int k = 0; k < K; k++) {
       for (int j = 0; j < NV; j++) {
@@ -152,6 +164,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
       continue;
     }
 #endif
+#if EDGE || !defined(ACTV)
     // Epilogue, lane by lane (the edge, or an activation without a vector form).
 #pragma unroll 1
     for (int i = 0; i < RM; i++) {
@@ -171,5 +184,6 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
         NN_STORE_EPILOGUE(v, R_IDX(bt, m, n), (bt * M + m) * N + n);
       }
     }
+#endif
   }
 }

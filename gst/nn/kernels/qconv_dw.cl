@@ -13,8 +13,9 @@
 //
 // Weights are re-laid out by code generation as float32 wt[C * M][KH][KW] = w - wzp[m]. Padding
 // reads as the zero point (0 after the shift). The epilogue is qconv_vec.cl's.
-// Defines: TX TW TY; N C H W OH OW KH KW SH SW PH PW M; R V; HAS_XZP TXZ; QLINEAR with TXS TWS
-// TYS TYZ WS_N HAS_BIAS QMIN QMAX (TYZ's range) HAS_LUT TL.
+// Defines: TX TW TY; KH KW SH SW PH PW M; R V; HAS_XZP TXZ; QLINEAR with TXS TWS TYS TYZ WS_N
+// HAS_BIAS QMIN QMAX (TYZ's range) HAS_LUT TL. Arguments after the output: N C H W OH OW, as
+// conv2d_dw's.
 #include "quant.cl"
 
 #define NN_DW_LOADV(i) (NN_CAT(convert_float, V)(NN_CAT(vload, V)(0, x + (i))) - xzp)
@@ -42,7 +43,8 @@ __kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const 
                        __global const STYPE(TL) * lut, uint lut_off,
 #endif
 #endif
-                       __global STYPE(TY) * y, uint y_off) {
+                       __global STYPE(TY) * y, uint y_off, const int N, const int C, const int H,
+                       const int W, const int OH, const int OW) {
   const int pb = get_global_id(0);
   const int rb = get_global_id(1);
   const int z = get_global_id(2);
@@ -62,7 +64,8 @@ __kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const 
 #pragma unroll
     for (int a = 0; a < R; a++)
       acc[j][a] = (VF)(0.0f);
-  nn_dw_rows(x, x_off + z * (H * W), xzp, w, w_off + ch * (M * KH * KW), oh0, p0 * SW - PW, acc);
+  nn_dw_rows(x, x_off + z * (H * W), xzp, w, w_off + ch * (M * KH * KW), H, W, oh0, p0 * SW - PW,
+             acc);
 
 #if QLINEAR
   const float xsc = LOAD(TXS, xs, xs_off), ysc = LOAD(TYS, ys, ys_off);
