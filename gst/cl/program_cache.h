@@ -20,7 +20,11 @@
 // again each time it loads one, which per program cost more than the kernel itself
 // (docs/devices.md). Four, not one, so that on PoCL the helper process builds some while this
 // process builds the others, each claiming a program before building it: storing a program's
-// binary is where PoCL compiles each of its kernels to machine code, half of a cold start.
+// binary is where PoCL compiles each of its kernels to machine code, most of a cold start. The
+// objects of one linked program that are not cached are compiled together, as one source whose
+// parts keep their own macros and statics (each compile parses the driver's OpenCL C header
+// again: on PoCL 0.12 s, whatever the kernel); one that fails to compile so falls back to one
+// compile per object.
 // GST_OP_BUILD_HELPER: 1 the installed or build-tree op-build-programs, a path that executable,
 // 0 none; unset or "auto": the installed or build-tree one when a core is idle now
 // (BuildHelperAutoWants), since on a loaded machine it measured slower (docs/devices.md).
@@ -112,6 +116,9 @@ class ProgramCache {
     // BuildKernels: programs linked from objects, and link failures that fell back to one
     // program per distinct request.
     int links = 0, link_fallbacks = 0;
+    // BuildKernels: objects compiled together as one source, and such compiles that failed and
+    // left their parts to compile one by one.
+    int bundles = 0, bundle_fallbacks = 0;
     // Thread time summed over programs, in milliseconds (builds run in parallel, so the sums
     // exceed the wall time): compiling from source, storing binaries, loading binaries.
     // Linking, likewise.
@@ -186,6 +193,8 @@ class ProgramCache {
   StatusOr<ProgramHandle> BuildLinked(const LinkPlan &plan, size_t g,
                                       const std::function<void(size_t)> &ready);
   ProgramHandle FindLinked(const LinkPlan &plan, size_t g);
+  // A job's object from memory or disk, without building it; null if neither has it.
+  ProgramHandle FindObject(const LinkPlan &plan, size_t job);
   // A claim on building the program `key` (a file created exclusively); false: already claimed.
   bool Claim(const std::string &key);
   std::string ClaimPath(const std::string &key) const;

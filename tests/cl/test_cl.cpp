@@ -365,6 +365,65 @@ TEST_F(ClTest, BuildKernelsLinksSpecialisationsAndReloadsThem) {
   fs::remove_all(dir);
 }
 
+// A linked program's sources compile as one (two per program here, eight sources in four
+// programs): each keeps its own macros, static functions and constants, and what an include
+// guard chose, as if compiled alone; a second cache loads the linked programs without building.
+TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("op-cl-bundle-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  setenv("GST_OP_BUILD_HELPER", "0", 1);
+  // FLAG picks, behind an include guard, which bias() the source gets; the table and bias are
+  // static, as a template's helpers are, and bias() is defined by a macro.
+  auto source = [](int k) {
+    return LinkSource(k,
+                      "#define FLAG " + std::to_string(k % 2) +
+                          "\n"
+                          "#define DEFINE_BIAS(v) static inline float bias(void) { return v; }\n"
+                          "#ifndef COMMON_GUARD\n#define COMMON_GUARD\n"
+                          "#if FLAG\nDEFINE_BIAS(100.0f)\n#else\nDEFINE_BIAS(0.0f)\n#endif\n"
+                          "#endif\n"
+                          "static __constant float table[2] = {SCALE, 1.0f};\n"
+                          "__kernel void biased(__global float *y) {\n"
+                          "  y[get_global_id(0)] = y[get_global_id(0)] * table[0] + bias();\n}\n");
+  };
+  std::vector<std::string> src;
+  std::vector<KernelRequest> req;
+  for (int k = 2; k < 10; k++)
+    src.push_back(source(k));
+  for (int k = 2; k < 10; k++) {
+    req.push_back({src[k - 2], "", "biased " + std::to_string(k), "biased"});
+    req.push_back({src[k - 2], "", "scale " + std::to_string(k), "scale"});
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
+    auto kernels = cache.BuildKernels(req, "");
+    ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
+    for (int k = 2; k < 10; k++) {
+      const float v = float(k), b = k % 2 ? 100.f : 0.f;
+      EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[2 * (k - 2)].get()),
+                std::vector<float>({v + b, 2 * v + b, 3 * v + b, 4 * v + b}))
+          << "biased, source " << k << ", pass " << pass;
+      EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[2 * (k - 2) + 1].get()),
+                std::vector<float>({v, 2 * v, 3 * v, 4 * v}))
+          << "scale, source " << k << ", pass " << pass;
+    }
+    const ProgramCache::Stats st = cache.stats();
+    EXPECT_EQ(st.bundle_fallbacks, 0);
+    EXPECT_EQ(st.link_fallbacks, 0);
+    if (pass == 0) {
+      EXPECT_EQ(st.bundles, 4);
+      EXPECT_EQ(st.builds, 4);  // one compile per linked program
+      EXPECT_EQ(st.links, 4);
+    } else {
+      EXPECT_EQ(st.builds, 0);
+      EXPECT_EQ(st.disk_hits, 4);
+    }
+  }
+  unsetenv("GST_OP_BUILD_HELPER");
+  fs::remove_all(dir);
+}
+
 // Where the objects cannot link (two of them define one global function), and where
 // GST_OP_LINK=0 asks, the kernels come from one program per distinct request and still compute
 // their own specialisation; a source that does not compile is an error naming it.
@@ -392,14 +451,25 @@ TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
     }
     EXPECT_EQ(cache.stats().links, env ? 0 : 1);  // the first linked, the second failed
     EXPECT_EQ(cache.stats().link_fallbacks, env ? 0 : 1);
+    // The clashing pair does not compile as one source either: its parts compiled one by one.
+    EXPECT_EQ(cache.stats().bundle_fallbacks, env ? 0 : 1);
   }
-  ProgramCache cache(device->context(), device->id(), device->caps(), "none");
-  std::vector<KernelRequest> bad = {{src[0], "", "fine", "scale"},
-                                    {"__kernel void broken( { }", "", "the-broken-one", "broken"}};
-  auto failed = cache.BuildKernels(bad, "");
-  ASSERT_FALSE(failed.ok());
-  EXPECT_NE(failed.status().message().find("the-broken-one"), std::string::npos)
-      << failed.status().message();
+  // A source that does not compile is named, alone or compiled with others (eight sources:
+  // the broken one shares its linked program with another).
+  for (size_t count : {2, 8}) {
+    ProgramCache cache(device->context(), device->id(), device->caps(), "none");
+    std::vector<std::string> fine;  // (requests hold views)
+    for (size_t i = 0; i + 1 < count; i++)
+      fine.push_back(LinkSource(int(i) + 2));
+    std::vector<KernelRequest> bad;
+    for (const std::string &text : fine)
+      bad.push_back({text, "", "fine", "scale"});
+    bad.push_back({"__kernel void broken( { }", "", "the-broken-one", "broken"});
+    auto failed = cache.BuildKernels(bad, "");
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().message().find("the-broken-one"), std::string::npos)
+        << failed.status().message();
+  }
 }
 
 // The helper process (op-build-programs) stores binaries this process then loads without
