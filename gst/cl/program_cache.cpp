@@ -546,11 +546,16 @@ struct ProgramCache::LinkPlan {
   size_t group_of(size_t job) const { return job % keys.size(); }
 };
 
-namespace {
-// Few, so that a warm start loads few programs; more than two, so that this process and the
-// helper, each claiming groups from its end, share the work evenly (see BuildKernels).
-constexpr size_t kLinkGroups = 4;
-}  // namespace
+size_t ProgramCache::LinkGroups(size_t distinct) {
+  // At most four, so that a warm start loads few programs, and more than two where there is
+  // work enough, so that this process and the helper, each claiming groups from its end, share
+  // it evenly (see BuildKernels). At least six distinct requests per group: a link costs about
+  // what a compile does (PoCL links its builtin library into every program), and a group's
+  // sources compile as one anyway, so a small model (a conformance test's one or two kernels)
+  // links once.
+  constexpr size_t kMaxGroups = 4, kMinPerGroup = 6;
+  return std::max<size_t>(1, std::min(kMaxGroups, (distinct + kMinPerGroup - 1) / kMinPerGroup));
+}
 
 ProgramCache::LinkPlan ProgramCache::Plan(const std::vector<ProgramRequest> &requests,
                                           std::string_view link_options) const {
@@ -575,7 +580,7 @@ ProgramCache::LinkPlan ProgramCache::Plan(const std::vector<ProgramRequest> &req
     plan.object_keys.push_back(KeyOf(keys[j], options, true));
     plan.objects.push_back({r.source, std::move(options), r.label});
   }
-  const size_t groups = std::min(kLinkGroups, jobs);
+  const size_t groups = std::min(LinkGroups(jobs), jobs);
   // Jobs dealt out in turn: a network's layers come in runs of one kind (convolutions, then
   // matrix products) whose builds cost differently, and dealt out, each run spreads over every
   // group. (Halves did not divide the work: the full-size vision model's first half, its

@@ -14,7 +14,8 @@
 // helper stored when it comes to it, and stops the helper when it has every program.
 //
 // BuildKernels goes further for a model's many kernels: it compiles each distinct request to an
-// object and links the objects into four programs (the distinct requests dealt out in turn),
+// object and links the objects into up to four programs (LinkGroups; the distinct requests
+// dealt out in turn),
 // whose binaries are cached whole, so that a warm start loads four programs, not one per
 // distinct request: PoCL links its builtin library's tables into every program and parses them
 // again each time it loads one, which per program cost more than the kernel itself
@@ -151,6 +152,9 @@ class ProgramCache {
   StatusOr<std::vector<KernelHandle>> BuildKernels(const std::vector<KernelRequest> &requests,
                                                    std::string_view link_options,
                                                    const BuildProgress &progress = {});
+  // How many programs BuildKernels links `distinct` distinct requests into: one per six, at
+  // least one and at most four.
+  static size_t LinkGroups(size_t distinct);
   // For the helper process: builds and stores the programs BuildKernels links for `requests`,
   // from the last, skipping those on disk, until it meets one the parent claimed.
   Status BuildLinkedFromEnd(const std::vector<ProgramRequest> &requests,

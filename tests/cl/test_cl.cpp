@@ -345,27 +345,29 @@ TEST_F(ClTest, BuildKernelsLinksSpecialisationsAndReloadsThem) {
       EXPECT_STREQ(type, "float*");
       EXPECT_EQ(RunOnFour(*device, queue, k), want[i]) << "pass " << pass << ", request " << i;
     }
-    EXPECT_EQ(programs.size(), 3u);  // one per object, as there are fewer than four
-    std::vector<std::pair<size_t, size_t>> one_by_one;  // 3 objects + 3 links, loaded or built
-    for (size_t d = 1; d <= 6; d++)
-      one_by_one.push_back({d, 6});
+    EXPECT_EQ(ProgramCache::LinkGroups(3), 1u);
+    EXPECT_EQ(programs.size(), 1u);  // three objects, one link: fewer than six per program
+    std::vector<std::pair<size_t, size_t>> one_by_one;  // 3 objects + 1 link, loaded or built
+    for (size_t d = 1; d <= 4; d++)
+      one_by_one.push_back({d, 4});
     EXPECT_EQ(calls, one_by_one);
     const ProgramCache::Stats st = cache.stats();
     EXPECT_EQ(st.link_fallbacks, 0);
     if (pass == 0) {
-      EXPECT_EQ(st.builds, 3);
-      EXPECT_EQ(st.links, 3);
+      EXPECT_EQ(st.builds, 1);  // the three sources compiled as one
+      EXPECT_EQ(st.bundles, 1);
+      EXPECT_EQ(st.links, 1);
     } else {
       EXPECT_EQ(st.builds, 0);
       EXPECT_EQ(st.links, 0);
-      EXPECT_EQ(st.disk_hits, 3);  // the linked programs, not the objects
+      EXPECT_EQ(st.disk_hits, 1);  // the linked program, not the objects
     }
   }
   unsetenv("GST_OP_BUILD_HELPER");
   fs::remove_all(dir);
 }
 
-// A linked program's sources compile as one (two per program here, eight sources in four
+// A linked program's sources compile as one (six per program here, 24 sources in four
 // programs): each keeps its own macros, static functions and constants, and what an include
 // guard chose, as if compiled alone; a second cache loads the linked programs without building.
 TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
@@ -389,17 +391,18 @@ TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
   };
   std::vector<std::string> src;
   std::vector<KernelRequest> req;
-  for (int k = 2; k < 10; k++)
+  for (int k = 2; k < 26; k++)
     src.push_back(source(k));
-  for (int k = 2; k < 10; k++) {
+  for (int k = 2; k < 26; k++) {
     req.push_back({src[k - 2], "", "biased " + std::to_string(k), "biased"});
     req.push_back({src[k - 2], "", "scale " + std::to_string(k), "scale"});
   }
+  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 4u);
   for (int pass = 0; pass < 2; pass++) {
     ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
     auto kernels = cache.BuildKernels(req, "");
     ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
-    for (int k = 2; k < 10; k++) {
+    for (int k = 2; k < 26; k++) {
       const float v = float(k), b = k % 2 ? 100.f : 0.f;
       EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[2 * (k - 2)].get()),
                 std::vector<float>({v + b, 2 * v + b, 3 * v + b, 4 * v + b}))
@@ -429,10 +432,11 @@ TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
 // their own specialisation; a source that does not compile is an error naming it.
 TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
   const std::string clash = "float shared_global(float v) { return v; }\n";
-  // Six programs, dealt out to four links: the second and sixth, linked together, clash.
+  // Twelve programs, dealt out to two links: the second and sixth, linked together, clash.
   std::vector<std::string> src;
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < 12; i++)
     src.push_back(LinkSource(i + 2, i == 1 || i == 5 ? clash : ""));
+  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 2u);
   std::vector<KernelRequest> req;
   for (const std::string &text : src)
     req.push_back({text, "", "k", "scale"});
@@ -443,7 +447,7 @@ TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
     auto kernels = cache.BuildKernels(req, "");
     unsetenv("GST_OP_LINK");
     ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 12; i++) {
       const float v = float(i + 2);
       EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[i].get()),
                 std::vector<float>({v, 2 * v, 3 * v, 4 * v}))
@@ -539,7 +543,7 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     ProgramCache cache(device->context(), device->id(), device->caps(), link_dir.string());
     cache.SetHelper(spec);
     std::vector<std::string> sources;
-    for (int scale = 2; scale < 6; scale++)
+    for (int scale = 2; scale < 14; scale++)
       sources.push_back(LinkSource(scale));
     std::vector<KernelRequest> req;
     for (const std::string &s : sources)
@@ -548,8 +552,8 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     unsetenv("GST_OP_BUILD_HELPER");
     ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
     EXPECT_EQ(cache.stats().helpers, 1);
-    EXPECT_EQ(cache.stats().links + cache.stats().disk_hits, 4);
-    for (int i = 0; i < 4; i++) {
+    EXPECT_EQ(cache.stats().links + cache.stats().disk_hits, 2);  // two linked programs
+    for (int i = 0; i < 12; i++) {
       const float s = float(i + 2);
       EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[i].get()),
                 std::vector<float>({s, 2 * s, 3 * s, 4 * s}));
@@ -557,7 +561,7 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     size_t bins = 0, others = 0;
     for (auto &e : fs::directory_iterator(link_dir))
       (e.path().extension() == ".bin" ? bins : others)++;
-    EXPECT_GE(bins, 4u);  // the links, and the objects of those built here or there
+    EXPECT_GE(bins, 2u);  // the links (a bundle's objects are not stored)
     EXPECT_EQ(others, 0u);
   }
   {
