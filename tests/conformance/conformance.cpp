@@ -2,10 +2,12 @@
 // ONNX's tolerances (rtol 1e-3, atol 1e-7, as onnx/backend/test/runner does).
 //
 //   conformance [--data DIR] [--backend reference] [--folders node,simple,...] [--filter STR]
-//               [--expect LIST]... [--write-passing DIR] [--timeout SECONDS] [--verbose]
+//               [--expect LIST]... [--write-passing DIR] [--timeout SECONDS] [--jobs N]
+//               [--verbose]
 //
 // Each test runs in a child process (fork), so a crash or a hang (--timeout, 60 s) is counted,
-// never fatal. --write-passing writes passing-FOLDER.txt for the reference backend and
+// never fatal; --jobs children at once (default: one per core). Results print in test order.
+// --write-passing writes passing-FOLDER.txt for the reference backend and
 // passing-BACKEND-FOLDER.txt for others.
 // Prints passed / failed / unsupported / crashed per folder. With --expect, exits 1 if any test
 // named in the list (one name per line, '#' comments) does not pass; 77 if the data is missing.
@@ -261,14 +263,24 @@ Result RunTest(const fs::path &dir, conformance::Backend &backend) {
   return {Outcome::kPassed, ""};
 }
 
-// Forks, runs the test in the child and reads its outcome and message through a pipe.
-Result RunIsolated(const fs::path &dir, conformance::Backend &backend, unsigned timeout_s) {
+// A test running in a child process (fork): its outcome and message come back through a pipe.
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;
+};
+
+// Forks a child that runs the test and writes its outcome (and at most 4,000 characters of
+// message, which a pipe holds without the child waiting on a reader).
+Child StartIsolated(const fs::path &dir, conformance::Backend &backend, unsigned timeout_s) {
   int fds[2];
   if (pipe(fds) != 0)
-    return {Outcome::kCrashed, "pipe failed"};
+    return {};
   pid_t pid = fork();
-  if (pid < 0)
-    return {Outcome::kCrashed, "fork failed"};
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return {};
+  }
   if (pid == 0) {
     close(fds[0]);
     alarm(timeout_s);
@@ -279,20 +291,28 @@ Result RunIsolated(const fs::path &dir, conformance::Backend &backend, unsigned 
       r = {Outcome::kCrashed, std::string("exception: ") + e.what()};
     }
     std::string msg = std::to_string(static_cast<int>(r.outcome)) + " " + r.detail;
+    msg.resize(std::min<size_t>(msg.size(), 4000));
     ssize_t w = write(fds[1], msg.data(), msg.size());
     (void)w;
     close(fds[1]);
     _exit(0);
   }
   close(fds[1]);
+  return {pid, fds[0]};
+}
+
+// Waits for a child started by StartIsolated and reads what it reported.
+Result FinishIsolated(const Child &c) {
+  if (c.pid < 0)
+    return {Outcome::kCrashed, "fork or pipe failed"};
   std::string msg;
   char buf[4096];
   ssize_t k;
-  while ((k = read(fds[0], buf, sizeof buf)) > 0)
+  while ((k = read(c.fd, buf, sizeof buf)) > 0)
     msg.append(buf, static_cast<size_t>(k));
-  close(fds[0]);
+  close(c.fd);
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(c.pid, &status, 0);
   if (msg.empty()) {
     if (WIFSIGNALED(status))
       return {Outcome::kCrashed, std::string("killed by signal ") + strsignal(WTERMSIG(status))};
@@ -302,6 +322,25 @@ Result RunIsolated(const fs::path &dir, conformance::Backend &backend, unsigned 
   r.outcome = static_cast<Outcome>(msg[0] - '0');
   r.detail = msg.size() > 2 ? msg.substr(2) : "";
   return r;
+}
+
+// Runs the tests `dirs` with up to `jobs` children at once; results in the order of `dirs`.
+// Each child reports as soon as its test ends, so the one started first is awaited first and a
+// slower one behind it keeps running meanwhile.
+std::vector<Result> RunAllIsolated(const std::vector<fs::path> &dirs, conformance::Backend &backend,
+                                   unsigned timeout_s, unsigned jobs) {
+  std::vector<Result> out(dirs.size());
+  std::vector<std::pair<size_t, Child>> running;
+  size_t next = 0;
+  while (next < dirs.size() || !running.empty()) {
+    while (next < dirs.size() && running.size() < jobs) {
+      running.push_back({next, StartIsolated(dirs[next], backend, timeout_s)});
+      next++;
+    }
+    out[running.front().first] = FinishIsolated(running.front().second);
+    running.erase(running.begin());
+  }
+  return out;
 }
 
 std::set<std::string> ReadList(const std::string &path, bool *ok) {
@@ -328,6 +367,8 @@ int main(int argc, char **argv) {
   std::vector<std::string> expect_files;
   bool verbose = false;
   unsigned timeout_s = 60;
+  // Children at once: one per core (a test is one process's work, mostly its kernels' compile).
+  unsigned jobs = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -351,6 +392,8 @@ int main(int argc, char **argv) {
       verbose = true;
     else if (a == "--timeout")
       timeout_s = static_cast<unsigned>(std::max(1, std::atoi(next().c_str())));
+    else if (a == "--jobs")
+      jobs = static_cast<unsigned>(std::max(1, std::atoi(next().c_str())));
     else if (a == "--folders") {
       folders.clear();
       std::stringstream ss(next());
@@ -397,14 +440,21 @@ int main(int argc, char **argv) {
         tests.push_back(e.path().filename().string());
     std::sort(tests.begin(), tests.end());
     std::map<Outcome, int> counts;
-    std::vector<std::string> passing;
+    std::vector<std::string> passing, keys;
+    std::vector<fs::path> dirs;
     for (const std::string &t : tests) {
       const std::string key = folder + "/" + t;
       if (!filter.empty() && key.find(filter) == std::string::npos)
         continue;
       if (!expected.empty() && !expected.count(key))
         continue;
-      Result r = RunIsolated(root / t, **backend, timeout_s);
+      keys.push_back(key);
+      dirs.push_back(root / t);
+    }
+    const std::vector<Result> results = RunAllIsolated(dirs, **backend, timeout_s, jobs);
+    for (size_t i = 0; i < keys.size(); i++) {
+      const std::string &key = keys[i];
+      const Result &r = results[i];
       ++counts[r.outcome];
       if (r.outcome == Outcome::kPassed)
         passing.push_back(key);
