@@ -26,6 +26,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
+#include <future>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -39,12 +40,60 @@
 #include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
+#include "op/gstopcontext.h"
 #include "op/gstoptensor.h"
 #include "route.h"
 
 namespace {
 
 using op::drive::Rpy;
+
+// When opreplay started: the summary's "first message" counts from here (static initialisation,
+// after the dynamic linker and before main).
+const std::chrono::steady_clock::time_point g_started = std::chrono::steady_clock::now();
+
+// The OpenCL device, opened on a thread from the start while GStreamer loads the decoders and the
+// pipeline is built (PoCL's start-up and GStreamer's plugin loading each take tens of
+// milliseconds), then handed to the elements when they ask for it (need-context). Every
+// segment's pipeline shares it, with its program cache.
+class EarlyDevice {
+ public:
+  explicit EarlyDevice(std::string spec)
+      : opening_(std::async(std::launch::async, [spec]() -> GstContext * {
+          auto ctx = gst_op_context_new(spec.c_str());
+          if (!ctx.ok())
+            return nullptr;  // the elements open it themselves and say why they cannot
+          const std::string &fallback = gst_op_context_get_device(*ctx)->fallback();
+          if (!fallback.empty())
+            std::fprintf(stderr, "opreplay: %s\n", fallback.c_str());
+          GstContext *context = gst_context_new_op_context(*ctx);
+          gst_object_unref(*ctx);
+          return context;
+        })) {}
+  EarlyDevice(const EarlyDevice &) = delete;
+  EarlyDevice &operator=(const EarlyDevice &) = delete;
+  ~EarlyDevice() {
+    if (GstContext *context = opening_.get())
+      gst_context_unref(context);
+  }
+
+  // Answers an element's need-context for the device (from any thread); false for other
+  // contexts, or when the device could not be opened.
+  bool Answer(GstMessage *msg) {
+    const gchar *type = nullptr;
+    if (GST_MESSAGE_TYPE(msg) != GST_MESSAGE_NEED_CONTEXT ||
+        !gst_message_parse_context_type(msg, &type) || g_strcmp0(type, GST_OP_CONTEXT_TYPE) != 0)
+      return false;
+    GstContext *context = opening_.get();
+    if (!context)
+      return false;
+    gst_element_set_context(GST_ELEMENT(GST_MESSAGE_SRC(msg)), context);
+    return true;
+  }
+
+ private:
+  std::shared_future<GstContext *> opening_;
+};
 
 struct Options {
   std::string route;
@@ -384,18 +433,37 @@ struct Run {
   bool tty = false;
 };
 
+struct BusSync {
+  op::cl::ProgressLine *progress;
+  EarlyDevice *device;
+};
+
 // The networks post "op-compile-progress" from the thread that loads them, while the pipeline
-// starts and before the main loop runs: shown from the bus's sync handler.
+// starts and before the main loop runs: shown from the bus's sync handler. The elements' request
+// for the device is answered there too, from the thread that asks.
 GstBusSyncReply OnBusSync(GstBus *, GstMessage *msg, gpointer data) {
+  auto *sync = static_cast<BusSync *>(data);
+  if (sync->device && sync->device->Answer(msg))
+    return GST_BUS_DROP;
   const GstStructure *s = gst_message_get_structure(msg);
   guint done = 0, total = 0;
   if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ELEMENT && s &&
       gst_structure_has_name(s, "op-compile-progress") &&
       gst_structure_get_uint(s, "done", &done) && gst_structure_get_uint(s, "total", &total)) {
     const char *model = gst_structure_get_string(s, "model");
-    static_cast<op::cl::ProgressLine *>(data)->Update(model ? model : "?", done, total);
+    sync->progress->Update(model ? model : "?", done, total);
   }
   return GST_BUS_PASS;
+}
+
+// opmsgsink's "message" signal: the first message's time since opreplay started, then the
+// signal is turned off (no copy of every message for the rest of the run).
+void OnFirstMessage(GstElement *sink, const gchar *, GBytes *, gpointer data) {
+  auto *first = static_cast<std::atomic<double> *>(data);
+  double none = -1.0;
+  first->compare_exchange_strong(
+      none, std::chrono::duration<double>(std::chrono::steady_clock::now() - g_started).count());
+  g_object_set(sink, "emit-signals", FALSE, nullptr);
 }
 
 gboolean OnBus(GstBus *, GstMessage *msg, gpointer data) {
@@ -604,6 +672,7 @@ struct PartInput {
   const opreplay::RouteState *state = nullptr;
   std::string rlog, video, sheet_png;
   guint64 max_frames = 0;
+  EarlyDevice *device = nullptr;  // the device the elements are given
 };
 
 struct PartResult {
@@ -622,6 +691,7 @@ struct PartResult {
   std::vector<std::string> calibration_report;
   op::Status sheet_status = op::Status::Ok();
   double secs = 0;
+  double first_message_s = -1.0;  // since opreplay started; < 0: none written
 };
 
 void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
@@ -758,6 +828,11 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
     gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, StageProbe, &times, nullptr);
     gst_object_unref(pad);
   }
+  std::atomic<double> first_message{-1.0};
+  if (run.sink) {
+    g_object_set(run.sink, "emit-signals", TRUE, nullptr);
+    g_signal_connect(run.sink, "message", G_CALLBACK(OnFirstMessage), &first_message);
+  }
   ContactSheet sheet;
   if (GstElement *fs = gst_bin_get_by_name(bin, "sheet")) {
     g_signal_connect(fs, "handoff", G_CALLBACK(OnSheetFrame), &sheet);
@@ -769,7 +844,9 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   GstBus *bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
   // One progress line for every segment's pipeline; it outlives their buses.
   static op::cl::ProgressLine compile_progress("opreplay");
-  gst_bus_set_sync_handler(bus, OnBusSync, &compile_progress, nullptr);
+  static BusSync bus_sync;
+  bus_sync = {&compile_progress, in.device};
+  gst_bus_set_sync_handler(bus, OnBusSync, &bus_sync, nullptr);
   const guint watch = gst_bus_add_watch(bus, OnBus, &run);
   gst_object_unref(bus);
   run.start = std::chrono::steady_clock::now();
@@ -805,6 +882,7 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   result->skipped = Stat(run.vision, "skipped");
   result->out_of_sync = Stat(run.vision, "out-of-sync");
   result->messages = Stat(run.sink, "messages");
+  result->first_message_s = first_message.load();
   result->road_warped = Stat(run.road_warp, "frames");
   result->road_dropped = Stat(run.road_warp, "dropped");
   result->wide_warped = Stat(run.wide_warp, "frames");
@@ -864,6 +942,8 @@ void Accumulate(const PartResult &part, PartResult *total) {
   total->skipped += part.skipped;
   total->out_of_sync += part.out_of_sync;
   total->messages += part.messages;
+  if (total->first_message_s < 0)
+    total->first_message_s = part.first_message_s;
   total->road_warped += part.road_warped;
   total->road_dropped += part.road_dropped;
   total->wide_warped += part.wide_warped;
@@ -916,6 +996,7 @@ int main(int argc, char **argv) {
   const int parsed = ParseArgs(argc, argv, &o);
   if (parsed >= 0)
     return parsed;
+  EarlyDevice device(o.device);
 
   // ---- The route: a folder with the camera files, or segments <route>--<n>.
   auto opened = op::replay::OpenRoute(o.route);
@@ -983,6 +1064,7 @@ int main(int argc, char **argv) {
     in.video = video;
     in.sheet_png = sheet_png;
     in.max_frames = o.max_frames;
+    in.device = &device;
     ReplayPart(o, in, &total);
   } else {
     // One pipeline per stretch; each writes its own log, appended to the route's in order. The
@@ -1006,6 +1088,7 @@ int main(int argc, char **argv) {
       in.video = i == 0 ? video : o.out + "/overlay-" + n + ".mkv";
       in.sheet_png = i == 0 ? sheet_png : o.out + "/contact-sheet-" + n + ".png";
       in.max_frames = o.max_frames ? o.max_frames - total.road_frames : 0;
+      in.device = &device;
       PartResult part;
       ReplayPart(o, in, &part);
       Accumulate(part, &total);
@@ -1136,6 +1219,8 @@ int main(int argc, char **argv) {
   std::printf("  skipped          %" G_GUINT64_FORMAT " (after a frame drop)\n", total.skipped);
   std::printf("  out-of-sync      %" G_GUINT64_FORMAT " pairs\n", total.out_of_sync);
   std::printf("  messages         %" G_GUINT64_FORMAT "\n", total.messages);
+  if (total.first_message_s >= 0)
+    std::printf("  first message    %.3f s after opreplay started\n", total.first_message_s);
   std::printf("  speed            %.2f frames/s (%.1f s)", secs > 0 ? total.road_frames / secs : 0,
               secs);
   if (o.realtime > 0)
