@@ -221,6 +221,8 @@ std::string Emitter::TagOf(DType dtype, bool io) const {
 std::string Emitter::Tag(TensorId t) const {
   if (IsFloat(T(t).dtype) && keep_f32.count(Root(t)) != 0)
     return "f32";
+  if (T(t).dtype == DType::kFloat16 && keep_half.count(Root(t)) != 0)
+    return opt.fp16_compute ? "h16" : "f16";
   return TagOf(T(t).dtype, IsIo(t));
 }
 
@@ -797,6 +799,10 @@ Status LowerMatMul(Emitter &e, const Node &node) {
                     src.data->data() + static_cast<size_t>(from) * es, es);
       }
     bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, cols}, std::move(p));
+    // Float16 weights stay half in memory at every precision: the kernel's B loads widen them
+    // (exactly), and a product whose weights outgrow the caches streams half the bytes.
+    if (src.dtype == DType::kFloat16)
+      e.keep_half.insert(bt);
   }
   const bool a_vec4 =
       !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16");

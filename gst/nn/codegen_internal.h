@@ -59,6 +59,9 @@ class Emitter {
   // Float tensors kept in float32 storage whatever the precision: quantization scales, which
   // half storage would round (a scale off by 2^-11 moves every quantized value near a tie).
   std::set<TensorId> keep_f32;
+  // Float16 constants kept in half storage whatever the precision: weights laid out for a kernel
+  // that widens them as it loads them (vload_half), exactly, in half the bytes.
+  std::set<TensorId> keep_half;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;
 
