@@ -683,6 +683,37 @@ struct MatMulBlock {
   int64_t rm = 1, v = 4, nv = 1;
 };
 
+// matmul_vec's work-groups. Left to choose, PoCL made a few large groups of the full-size
+// vision model's products (32 x 384 x 1152: a grid of 4 x 36 work-items), and one of the two
+// cores waited for the other: its 28 products took 6.2-7.0 ms per run. Split into at least 16
+// groups they took 3.4-3.9 ms, 64 the same (interleaved rounds on a 2-core Xeon). Products
+// under 4 MFLOP keep the driver's choice: 16 groups made the small vision model's slower
+// (2.6-2.8 ms against 2.5-2.7), each group's start costing more than the balance gained.
+constexpr uint64_t kGroupedProductFlops = 4'000'000;
+constexpr uint64_t kProductGroups = 64;
+
+// A local size that divides `global` into at least `groups` work-groups where it has that many
+// work-items: the slowest dimensions are split first (matmul_vec's row blocks, its fastest,
+// stay together and share B's panel), each to the largest divisor that is still enough.
+std::vector<uint64_t> SplitIntoGroups(const std::vector<uint64_t> &global, uint64_t groups) {
+  std::vector<uint64_t> local = global;
+  auto count = [&]() {
+    uint64_t n = 1;
+    for (size_t d = 0; d < global.size(); d++)
+      n *= global[d] / local[d];
+    return n;
+  };
+  for (size_t d = global.size(); d-- > 0 && count() < groups;) {
+    while (local[d] > 1 && count() < groups) {
+      uint64_t x = local[d] - 1;
+      while (global[d] % x != 0)
+        x--;
+      local[d] = x;
+    }
+  }
+  return local;
+}
+
 // The stride per batch of a product operand whose batch dims are `dims` (broadcast against the
 // output's batch dims `out`): 0 when all of them are 1, `matrix` (the operand's elements per
 // batch) when they are the output's, none otherwise (a partial broadcast).
@@ -887,6 +918,8 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;
+  if (vec && k.flops >= kGroupedProductFlops)
+    k.local = SplitIntoGroups(k.global, kProductGroups);
   e.Emit(std::move(k));
   return Status::Ok();
 }
