@@ -758,6 +758,14 @@ MatMulBlock ChooseMatMulBlock(const CodegenOptions &opt, int64_t m, int64_t n) {
   MatMulBlock b;
   b.v = n >= widest ? widest : (n >= 8 ? 8 : 4);
   b.rm = std::min<int64_t>(m, widest < 16 ? 2 : 8);
+  if (b.rm == 8) {
+    // The row block from 8 down to 5 that pads M least (ties: the larger): the policy's 25 rows
+    // as 5 blocks of 5 rather than 4 blocks of 8, a fifth of them padding, took its products
+    // from 1.29-1.69 to 1.10-1.50 ms per run (three interleaved rounds on a 2-core Xeon).
+    for (int64_t r = 7; r >= 5; r--)
+      if (CeilDiv(m, r) * r < CeilDiv(m, b.rm) * b.rm)
+        b.rm = r;
+  }
   if (b.rm <= 2)
     b.nv = n >= 4 * b.v ? 4 : (n >= 2 * b.v ? 2 : 1);
   else
