@@ -580,6 +580,62 @@ TEST(Profiles, KernelsThatDifferOnlyInSizeShareAProgram) {
   ExpectMatchesReference(b, Precision::kFp32, 1e-4f, "size-shared kernels");
 }
 
+// The products of a float16 model at fp32 precision: their weight panels stay half in memory
+// (widened exactly as they load), a product of 4 MFLOP or more splits its grid into at least 64
+// work-groups, and 25 rows take AVX-512 blocks of 5 rather than 4 blocks of 8.
+TEST(Profiles, ProductsKeepHalfWeightsAndChooseTheirBlocksAndGroups) {
+  Builder b;
+  auto halves = [&](int64_t n) {
+    Bytes bytes(static_cast<size_t>(n) * 2);
+    for (int64_t i = 0; i < n; i++) {
+      const uint16_t h = FloatToHalf(b.rng.Uniform(-1.f, 1.f));
+      bytes[2 * i] = static_cast<uint8_t>(h & 0xff);
+      bytes[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    return bytes;
+  };
+  auto product = [&](const std::string &name, int64_t m, int64_t k, int64_t n) {
+    TensorId a = b.InputTyped(name, DType::kFloat16, Shape({m, k}), halves(m * k));
+    TensorId w = b.Const(MakeConstant(DType::kFloat16, Shape({k, n}), halves(k * n)));
+    b.Output(b.Add(OpKind::kMatMul, {a, w}));
+  };
+  product("rows25", 25, 96, 200);  // 0.96 MFLOP: the driver's work-groups
+  product("big", 32, 384, 1152);   // 28 MFLOP
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto opt = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(opt.ok());
+  opt->simd_lanes = 16;
+  opt->simd_registers = 32;
+  auto m = GenerateCode(b.g, *opt);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  int products = 0;
+  for (const KernelDesc &k : m->kernels) {
+    if (k.entry != "matmul_vec")
+      continue;
+    products++;
+    const std::string &src = m->sources[k.source];
+    EXPECT_NE(src.find("#define TB f16"), std::string::npos) << k.label << ": float32 weights";
+    if (k.flops < 4'000'000) {
+      EXPECT_TRUE(k.local.empty()) << k.label;
+      EXPECT_NE(src.find("#define RM 5"), std::string::npos) << k.label << ": 25 rows";
+      EXPECT_EQ(k.global[0], 5u) << k.label;
+      continue;
+    }
+    ASSERT_EQ(k.local.size(), k.global.size()) << k.label;
+    uint64_t groups = 1;
+    for (size_t d = 0; d < k.global.size(); d++) {
+      ASSERT_GT(k.local[d], 0u);
+      EXPECT_EQ(k.global[d] % k.local[d], 0u) << k.label << " dimension " << d;
+      groups *= k.global[d] / k.local[d];
+    }
+    EXPECT_GE(groups, 64u) << k.label;
+  }
+  EXPECT_EQ(products, 2);
+  // Float32 panels would take 4 bytes per weight.
+  EXPECT_LT(m->weights.size(), 3u * (96 * 200 + 384 * 1152));
+  ExpectMatchesReference(b, Precision::kFp32, 2e-3f, "half weight panels");
+}
+
 }  // namespace
 
 namespace {
