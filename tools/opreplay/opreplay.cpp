@@ -26,7 +26,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
-#include <future>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -40,7 +39,6 @@
 #include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
-#include "op/gstopcontext.h"
 #include "op/gstoptensor.h"
 #include "route.h"
 
@@ -51,49 +49,6 @@ using op::drive::Rpy;
 // When opreplay started: the summary's "first message" counts from here (static initialisation,
 // after the dynamic linker and before main).
 const std::chrono::steady_clock::time_point g_started = std::chrono::steady_clock::now();
-
-// The OpenCL device, opened on a thread from the start while GStreamer loads the decoders and the
-// pipeline is built (PoCL's start-up and GStreamer's plugin loading each take tens of
-// milliseconds), then handed to the elements when they ask for it (need-context). Every
-// segment's pipeline shares it, with its program cache.
-class EarlyDevice {
- public:
-  explicit EarlyDevice(std::string spec)
-      : opening_(std::async(std::launch::async, [spec]() -> GstContext * {
-          auto ctx = gst_op_context_new(spec.c_str());
-          if (!ctx.ok())
-            return nullptr;  // the elements open it themselves and say why they cannot
-          const std::string &fallback = gst_op_context_get_device(*ctx)->fallback();
-          if (!fallback.empty())
-            std::fprintf(stderr, "opreplay: %s\n", fallback.c_str());
-          GstContext *context = gst_context_new_op_context(*ctx);
-          gst_object_unref(*ctx);
-          return context;
-        })) {}
-  EarlyDevice(const EarlyDevice &) = delete;
-  EarlyDevice &operator=(const EarlyDevice &) = delete;
-  ~EarlyDevice() {
-    if (GstContext *context = opening_.get())
-      gst_context_unref(context);
-  }
-
-  // Answers an element's need-context for the device (from any thread); false for other
-  // contexts, or when the device could not be opened.
-  bool Answer(GstMessage *msg) {
-    const gchar *type = nullptr;
-    if (GST_MESSAGE_TYPE(msg) != GST_MESSAGE_NEED_CONTEXT ||
-        !gst_message_parse_context_type(msg, &type) || g_strcmp0(type, GST_OP_CONTEXT_TYPE) != 0)
-      return false;
-    GstContext *context = opening_.get();
-    if (!context)
-      return false;
-    gst_element_set_context(GST_ELEMENT(GST_MESSAGE_SRC(msg)), context);
-    return true;
-  }
-
- private:
-  std::shared_future<GstContext *> opening_;
-};
 
 struct Options {
   std::string route;
@@ -433,25 +388,16 @@ struct Run {
   bool tty = false;
 };
 
-struct BusSync {
-  op::cl::ProgressLine *progress;
-  EarlyDevice *device;
-};
-
 // The networks post "op-compile-progress" from the thread that loads them, while the pipeline
-// starts and before the main loop runs: shown from the bus's sync handler. The elements' request
-// for the device is answered there too, from the thread that asks.
+// starts and before the main loop runs: shown from the bus's sync handler.
 GstBusSyncReply OnBusSync(GstBus *, GstMessage *msg, gpointer data) {
-  auto *sync = static_cast<BusSync *>(data);
-  if (sync->device && sync->device->Answer(msg))
-    return GST_BUS_DROP;
   const GstStructure *s = gst_message_get_structure(msg);
   guint done = 0, total = 0;
   if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ELEMENT && s &&
       gst_structure_has_name(s, "op-compile-progress") &&
       gst_structure_get_uint(s, "done", &done) && gst_structure_get_uint(s, "total", &total)) {
     const char *model = gst_structure_get_string(s, "model");
-    sync->progress->Update(model ? model : "?", done, total);
+    static_cast<op::cl::ProgressLine *>(data)->Update(model ? model : "?", done, total);
   }
   return GST_BUS_PASS;
 }
@@ -672,7 +618,6 @@ struct PartInput {
   const opreplay::RouteState *state = nullptr;
   std::string rlog, video, sheet_png;
   guint64 max_frames = 0;
-  EarlyDevice *device = nullptr;  // the device the elements are given
 };
 
 struct PartResult {
@@ -844,9 +789,7 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   GstBus *bus = gst_pipeline_get_bus(GST_PIPELINE(run.pipeline));
   // One progress line for every segment's pipeline; it outlives their buses.
   static op::cl::ProgressLine compile_progress("opreplay");
-  static BusSync bus_sync;
-  bus_sync = {&compile_progress, in.device};
-  gst_bus_set_sync_handler(bus, OnBusSync, &bus_sync, nullptr);
+  gst_bus_set_sync_handler(bus, OnBusSync, &compile_progress, nullptr);
   const guint watch = gst_bus_add_watch(bus, OnBus, &run);
   gst_object_unref(bus);
   run.start = std::chrono::steady_clock::now();
@@ -996,7 +939,6 @@ int main(int argc, char **argv) {
   const int parsed = ParseArgs(argc, argv, &o);
   if (parsed >= 0)
     return parsed;
-  EarlyDevice device(o.device);
 
   // ---- The route: a folder with the camera files, or segments <route>--<n>.
   auto opened = op::replay::OpenRoute(o.route);
@@ -1064,7 +1006,6 @@ int main(int argc, char **argv) {
     in.video = video;
     in.sheet_png = sheet_png;
     in.max_frames = o.max_frames;
-    in.device = &device;
     ReplayPart(o, in, &total);
   } else {
     // One pipeline per stretch; each writes its own log, appended to the route's in order. The
@@ -1088,7 +1029,6 @@ int main(int argc, char **argv) {
       in.video = i == 0 ? video : o.out + "/overlay-" + n + ".mkv";
       in.sheet_png = i == 0 ? sheet_png : o.out + "/contact-sheet-" + n + ".png";
       in.max_frames = o.max_frames ? o.max_frames - total.road_frames : 0;
-      in.device = &device;
       PartResult part;
       ReplayPart(o, in, &part);
       Accumulate(part, &total);
