@@ -121,5 +121,23 @@ check(r.returncode != 0 and "nope" in r.stderr, f"unknown input is refused ({r.s
 r = run("info", os.path.join(work, "missing.onnx"))
 check(r.returncode != 0 and "missing.onnx" in r.stderr, f"missing model is named ({r.stderr.strip()})")
 
+# Every command answers --help with its own options, on stdout, exit 0; an unknown option is
+# still an error.
+options = {"info": ["--shape"],
+           "run": ["--input", "--output-dir", "--reference", "--device", "--precision", "--shape"],
+           "compile": ["-o", "--device", "--precision", "--shape", "--no-fuse"],
+           "profile": ["--runs", "--top", "--peak", "--source", "--device", "--precision",
+                       "--shape"],
+           "quantize": ["--calibration", "--method", "--percentile", "--frames", "--report",
+                        "--keep-float", "--keep", "--quantize-outputs"]}
+for cmd, opts in options.items():
+    r = run(cmd, "--help")
+    missing = [o for o in opts if o not in r.stdout]
+    check(r.returncode == 0 and r.stdout.startswith(f"usage: opc {cmd} ") and not missing,
+          f"opc {cmd} --help: exit {r.returncode}, its usage, missing {missing}")
+r = run("profile", vision, "--no-such-option")
+check(r.returncode != 0 and "--no-such-option" in r.stderr,
+      f"an unknown option is an error ({r.stderr.strip()})")
+
 print(f"opc: {len(failures)} failures")
 sys.exit(1 if failures else 0)
