@@ -693,8 +693,9 @@ constexpr uint64_t kGroupedProductFlops = 4'000'000;
 constexpr uint64_t kProductGroups = 64;
 
 // A local size that divides `global` into at least `groups` work-groups where it has that many
-// work-items: the slowest dimensions are split first (matmul_vec's row blocks, its fastest,
-// stay together and share B's panel), each to the largest divisor that is still enough.
+// work-items: the slowest dimensions are split first, each to its largest divisor that gives
+// enough groups, so matmul_vec's row blocks (its fastest dimension, sharing B's panel) stay
+// together whenever the column blocks alone give enough.
 std::vector<uint64_t> SplitIntoGroups(const std::vector<uint64_t> &global, uint64_t groups) {
   std::vector<uint64_t> local = global;
   auto count = [&]() {
