@@ -629,6 +629,126 @@ bool FusableActivation(const Graph &g, const Node &n, Attributes *act) {
 
 }  // namespace
 
+namespace {
+
+// Whether a Transpose swaps its input's last two dims and keeps the others in place.
+bool SwapsLastTwo(const Node &n, size_t rank) {
+  const std::vector<int64_t> perm = n.attrs.Ints("perm");
+  if (rank < 2 || perm.size() != rank)
+    return false;
+  for (size_t i = 0; i + 2 < rank; ++i)
+    if (perm[i] != static_cast<int64_t>(i))
+      return false;
+  return perm[rank - 2] == static_cast<int64_t>(rank - 1) &&
+         perm[rank - 1] == static_cast<int64_t>(rank - 2);
+}
+
+// A constant's 2-D transpose (element size `es`): [rows, cols] → [cols, rows].
+Tensor TransposedConstant(const Tensor &t, const std::string &name) {
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const size_t es = DTypeSize(t.dtype);
+  Bytes out(t.data->size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&out[static_cast<size_t>(c * rows + r) * es],
+                  t.data->data() + static_cast<size_t>(r * cols + c) * es, es);
+  Tensor w = MakeConstant(t.dtype, Shape({cols, rows}), std::move(out));
+  w.name = name;
+  return w;
+}
+
+}  // namespace
+
+Status MixAlongRows(Graph &graph) {
+  for (size_t k = 0; k < graph.nodes.size(); ++k) {
+    if (graph.nodes[k].op != OpKind::kTranspose)
+      continue;
+    const TensorId x = graph.nodes[k].inputs[0], xt = graph.nodes[k].outputs[0];
+    const Shape xs = graph.tensor(x).shape;
+    const DType dt = graph.tensor(x).dtype;
+    if (!IsFloat(dt) || !SwapsLastTwo(graph.nodes[k], xs.rank()) || IsGraphOutput(graph, xt))
+      continue;
+    // The one reader of a value, when it is a node (not a graph output) reading it once.
+    auto only_reader = [&](TensorId t) -> int {
+      if (IsGraphOutput(graph, t))
+        return -1;
+      const std::vector<int> c = Consumers(graph, t);
+      if (c.size() != 1)
+        return -1;
+      int uses = 0;
+      for (TensorId i : graph.nodes[static_cast<size_t>(c[0])].inputs)
+        uses += i == t;
+      return uses == 1 ? c[0] : -1;
+    };
+    const int mm = only_reader(xt);
+    if (mm < 0)
+      continue;
+    const Node &prod = graph.nodes[static_cast<size_t>(mm)];
+    if (prod.op != OpKind::kMatMul || prod.inputs[0] != xt)
+      continue;
+    const Tensor &w = graph.tensor(prod.inputs[1]);
+    if (!w.is_constant() || w.dtype != dt || w.shape.rank() != 2)
+      continue;
+    const int64_t n = w.shape[1];
+    // The chain after the product: constant Adds along its last dim, unary elementwise ops.
+    std::vector<int> chain;
+    TensorId cur = prod.outputs[0];
+    int back = -1;  // the Transpose that swaps the dims back
+    for (;;) {
+      const int c = only_reader(cur);
+      if (c < 0)
+        break;
+      const Node &nd = graph.nodes[static_cast<size_t>(c)];
+      if (nd.op == OpKind::kTranspose && SwapsLastTwo(nd, graph.tensor(cur).shape.rank())) {
+        back = c;
+        break;
+      }
+      bool ok = false;
+      if (ClassOf(nd.op) == OpClass::kUnary && nd.inputs.size() == 1)
+        ok = true;
+      if (nd.op == OpKind::kAdd && nd.inputs.size() == 2) {
+        const Tensor &b = graph.tensor(nd.inputs[0] == cur ? nd.inputs[1] : nd.inputs[0]);
+        ok = b.is_constant() && b.dtype == dt && b.shape.NumElements() == n &&
+             b.shape.rank() >= 1 && b.shape[b.shape.rank() - 1] == n;
+      }
+      if (!ok || nd.outputs.size() != 1 ||
+          graph.tensor(nd.outputs[0]).shape != graph.tensor(cur).shape)
+        break;
+      chain.push_back(c);
+      cur = nd.outputs[0];
+    }
+    if (back < 0 || IsGraphOutput(graph, graph.nodes[static_cast<size_t>(back)].outputs[0]))
+      continue;
+    // Rewrite: MatMul(W^T, x), its chain on [.., N, C], and the readers of the swapped-back value
+    // read the chain's end. Biases [N] become [N, 1].
+    Shape ys = xs;
+    ys[ys.rank() - 2] = n;
+    const TensorId wt = graph.AddTensor(TransposedConstant(w, graph.UniqueName(w.name + "_rows")));
+    Node &m = graph.nodes[static_cast<size_t>(mm)];
+    m.inputs = {wt, x};
+    graph.tensor(m.outputs[0]).shape = ys;
+    for (int c : chain) {
+      Node &nd = graph.nodes[static_cast<size_t>(c)];
+      if (nd.op == OpKind::kAdd) {
+        const size_t bi = graph.tensor(nd.inputs[0]).is_constant() ? 0 : 1;
+        Tensor b = graph.tensor(nd.inputs[bi]);
+        b.name = graph.UniqueName(b.name + "_rows");
+        b.shape = Shape({n, 1});
+        nd.inputs[bi] = graph.AddTensor(std::move(b));
+      }
+      graph.tensor(nd.outputs[0]).shape = ys;
+    }
+    const TensorId end =
+        chain.empty() ? m.outputs[0] : graph.nodes[static_cast<size_t>(chain.back())].outputs[0];
+    ReplaceUses(graph, graph.nodes[static_cast<size_t>(back)].outputs[0], end);
+    std::vector<bool> gone(graph.nodes.size(), false);
+    gone[k] = gone[static_cast<size_t>(back)] = true;
+    graph.RemoveNodes(gone);
+    --k;
+  }
+  return Status::Ok();
+}
+
 Status FuseConvGemm(Graph &graph) {
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const OpKind op = graph.nodes[k].op;
@@ -1176,6 +1296,7 @@ Status OptimizeGraph(Graph &graph, const OptimizeOptions &options) {
   if (options.fuse) {
     OP_RETURN_IF_ERROR(FoldBatchNormIntoConv(graph));
     OP_RETURN_IF_ERROR(FuseLayerNormalization(graph));
+    OP_RETURN_IF_ERROR(MixAlongRows(graph));
     OP_RETURN_IF_ERROR(FuseConvGemm(graph));
     OP_RETURN_IF_ERROR(FuseElementwiseChains(graph));
     OP_RETURN_IF_ERROR(FuseChainIntoEpilogue(graph));

@@ -44,6 +44,11 @@ Status FoldBatchNormIntoConv(Graph &graph);
 // LayerNorm written out (ReduceMean, Sub, Pow 2 or Mul, ReduceMean, Add eps, Sqrt, Div, then
 // an optional constant Mul and Add) → LayerNormalization (older exports lack the op).
 Status FuseLayerNormalization(Graph &graph);
+// Transpose (last two dims) → MatMul by a constant 2-D W → constant Adds along the last dim and
+// unary ops → Transpose back (a token-mixing layer) → MatMul(W^T, x) and the same chain on the
+// untransposed rows (biases [N] as [N, 1]): the same products in the same order, two launches
+// fewer, and FuseConvGemm can then take the chain and a residual into the product.
+Status MixAlongRows(Graph &graph);
 // Conv/Gemm/MatMul + bias Add + activation + residual Add → FusedConv / FusedGemm.
 Status FuseConvGemm(Graph &graph);
 // Runs of elementwise Unary/Binary ops on one value → ElementwiseChain.

@@ -223,6 +223,62 @@ TEST(Passes, GemmAndMatMulFuseBiasAndActivation) {
   EXPECT_EQ(after.nodes.size(), 2u);
 }
 
+// A token-mixing layer (Transpose, product by a constant, bias, activation, Transpose back,
+// residual): the transposes go, the product takes W^T on the left, and OptimizeGraph then
+// fuses bias, activation and residual into one product. The same sums in the same order: exact.
+// Layers that do not fit stay: the second Transpose missing, a non-constant W, a bias along
+// the other axis, a Transpose that also reads elsewhere.
+TEST(Passes, TokenMixingTransposesGo) {
+  Attributes swap;
+  swap.Set("perm", std::vector<int64_t>{0, 2, 1});
+  {
+    Builder b;
+    TensorId x = b.Input("x", Shape{1, 25, 16});
+    TensorId t = b.Add(OpKind::kTranspose, {x}, "t", swap);
+    TensorId m = b.Add(OpKind::kMatMul, {t, b.Const("w", Shape{25, 25})}, "m");
+    TensorId a = b.Add(OpKind::kAdd, {b.Const("bias", Shape{25}), m}, "a");
+    TensorId r = b.Add(OpKind::kRelu, {a}, "r");
+    TensorId back = b.Add(OpKind::kTranspose, {r}, "back", swap);
+    b.Output(b.Add(OpKind::kAdd, {x, back}, "y"));
+    Graph after = CheckSame(b, MixAlongRows, 0.0, 0.0);
+    EXPECT_EQ(Count(after, OpKind::kTranspose), 0);
+    EXPECT_EQ(Count(after, OpKind::kMatMul), 1);
+    Graph all = b.g;
+    ASSERT_TRUE(OptimizeGraph(all).ok());
+    ASSERT_EQ(all.nodes.size(), 1u);
+    EXPECT_EQ(all.nodes[0].op, OpKind::kFusedGemm);
+  }
+  {
+    Builder b;  // no Transpose back
+    TensorId x = b.Input("x", Shape{1, 25, 16});
+    TensorId t = b.Add(OpKind::kTranspose, {x}, "t", swap);
+    b.Output(b.Add(OpKind::kMatMul, {t, b.Const("w", Shape{25, 25})}, "m"));
+    EXPECT_EQ(Count(CheckSame(b, MixAlongRows, 0.0, 0.0), OpKind::kTranspose), 1);
+  }
+  {
+    Builder b;  // W is an input, and a bias along the rows ([16] broadcasts over the last dim)
+    TensorId x = b.Input("x", Shape{1, 25, 16});
+    TensorId w = b.Input("w", Shape{25, 25});
+    TensorId t = b.Add(OpKind::kTranspose, {x}, "t", swap);
+    TensorId m = b.Add(OpKind::kMatMul, {t, w}, "m");
+    b.Output(b.Add(OpKind::kTranspose, {m}, "back", swap));
+    TensorId t2 = b.Add(OpKind::kTranspose, {x}, "t2", swap);
+    TensorId m2 = b.Add(OpKind::kMatMul, {t2, b.Const("w2", Shape{25, 16})}, "m2");
+    TensorId a2 = b.Add(OpKind::kAdd, {m2, b.Const("rows", Shape{16, 1})}, "a2");
+    b.Output(b.Add(OpKind::kTranspose, {a2}, "back2", swap));
+    EXPECT_EQ(Count(CheckSame(b, MixAlongRows, 0.0, 0.0), OpKind::kTranspose), 4);
+  }
+  {
+    Builder b;  // the transposed value is read twice
+    TensorId x = b.Input("x", Shape{1, 25, 16});
+    TensorId t = b.Add(OpKind::kTranspose, {x}, "t", swap);
+    TensorId m = b.Add(OpKind::kMatMul, {t, b.Const("w", Shape{25, 25})}, "m");
+    b.Output(b.Add(OpKind::kTranspose, {m}, "back", swap));
+    b.Output(t);
+    EXPECT_EQ(Count(CheckSame(b, MixAlongRows, 0.0, 0.0), OpKind::kTranspose), 2);
+  }
+}
+
 TEST(Passes, AScalarScaleOfAProductBecomesAlpha) {
   Builder b;
   TensorId q = b.Input("q", Shape{1, 2, 13, 7});
