@@ -338,43 +338,64 @@ StatusOr<std::vector<ProgramHandle>> ProgramCache::BuildAll(
 
 namespace {
 
+bool IdentChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+// At a comment's start (`//` or `/*`), moves `*i` past it (a line comment to its newline, which
+// the caller still sees; to the end of `source` when it runs there) and returns true.
+bool SkipComment(std::string_view source, size_t *i) {
+  if (source[*i] != '/' || *i + 1 >= source.size())
+    return false;
+  if (source[*i + 1] == '/') {
+    *i = std::min(source.find('\n', *i), source.size());
+    return true;
+  }
+  if (source[*i + 1] == '*') {
+    const size_t end = source.find("*/", *i + 2);
+    *i = end == std::string_view::npos ? source.size() : end + 2;
+    return true;
+  }
+  return false;
+}
+
+// At an identifier's first character, returns the identifier and moves `*i` past it; else an
+// empty view.
+std::string_view ReadIdent(std::string_view source, size_t *i) {
+  if (!IdentChar(source[*i]) || std::isdigit(static_cast<unsigned char>(source[*i])))
+    return {};
+  size_t j = *i;
+  while (j < source.size() && IdentChar(source[j]))
+    j++;
+  const std::string_view id = source.substr(*i, j - *i);
+  *i = j;
+  return id;
+}
+
+void AddOnce(std::vector<std::string> &names, std::string_view id) {
+  if (std::find(names.begin(), names.end(), id) == names.end())
+    names.emplace_back(id);
+}
+
 // The names of the kernels `source` declares (`__kernel void <name>` or `kernel void <name>`,
 // attributes between allowed), in order, once each; comments skipped.
 std::vector<std::string> KernelNames(std::string_view source) {
   std::vector<std::string> names;
-  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   int state = 0;  // 1: after `kernel`, 2: after `kernel ... void`
   size_t i = 0;
   while (i < source.size()) {
     const char c = source[i];
-    if (c == '/' && i + 1 < source.size() && source[i + 1] == '/') {
-      i = source.find('\n', i);
-      if (i == std::string_view::npos)
-        break;
+    if (SkipComment(source, &i))
       continue;
-    }
-    if (c == '/' && i + 1 < source.size() && source[i + 1] == '*') {
-      i = source.find("*/", i + 2);
-      if (i == std::string_view::npos)
-        break;
-      i += 2;
-      continue;
-    }
-    if (ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      while (j < source.size() && ident_char(source[j]))
-        j++;
-      const std::string_view id = source.substr(i, j - i);
+    if (const std::string_view id = ReadIdent(source, &i); !id.empty()) {
       if (state == 2) {
-        if (std::find(names.begin(), names.end(), id) == names.end())
-          names.emplace_back(id);
+        AddOnce(names, id);
         state = 0;
       } else if (id == "__kernel" || id == "kernel") {
         state = 1;
       } else if (state == 1 && id == "void") {
         state = 2;
       }
-      i = j;
       continue;
     }
     if (state == 2 && !std::isspace(static_cast<unsigned char>(c)))
@@ -396,29 +417,13 @@ struct ScopeNames {
 
 ScopeNames ScopeNamesOf(std::string_view source) {
   ScopeNames out;
-  auto ident_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-  auto add = [](std::vector<std::string> &v, std::string_view id) {
-    if (std::find(v.begin(), v.end(), id) == v.end())
-      v.emplace_back(id);
-  };
   bool line_start = true, after_hash = false, after_define = false, in_static = false;
   std::string_view last;
   size_t i = 0;
   while (i < source.size()) {
     const char c = source[i];
-    if (c == '/' && i + 1 < source.size() && source[i + 1] == '/') {
-      i = source.find('\n', i);
-      if (i == std::string_view::npos)
-        break;
+    if (SkipComment(source, &i))
       continue;
-    }
-    if (c == '/' && i + 1 < source.size() && source[i + 1] == '*') {
-      i = source.find("*/", i + 2);
-      if (i == std::string_view::npos)
-        break;
-      i += 2;
-      continue;
-    }
     if (c == '\n') {
       line_start = true;
       after_hash = after_define = false;
@@ -436,19 +441,14 @@ ScopeNames ScopeNamesOf(std::string_view source) {
       continue;
     }
     line_start = false;
-    if (ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
-      size_t j = i;
-      while (j < source.size() && ident_char(source[j]))
-        j++;
-      const std::string_view id = source.substr(i, j - i);
-      i = j;
+    if (const std::string_view id = ReadIdent(source, &i); !id.empty()) {
       if (after_hash) {
         after_define = id == "define";
         after_hash = false;
         continue;
       }
       if (after_define) {
-        add(out.macros, id);
+        AddOnce(out.macros, id);
         after_define = false;
         continue;
       }
@@ -475,7 +475,7 @@ ScopeNames ScopeNamesOf(std::string_view source) {
     }
     if (in_static && (c == '(' || c == '[' || c == '=')) {
       if (!last.empty())
-        add(out.statics, last);
+        AddOnce(out.statics, last);
       in_static = false;
     } else if (in_static && (c == ';' || c == '{' || c == '}')) {
       in_static = false;
