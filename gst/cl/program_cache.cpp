@@ -225,9 +225,7 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
   return BuildKeyed(KeyOf(source, options), source, options, label);
 }
 
-StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::string_view source,
-                                                 std::string_view options, std::string_view label,
-                                                 bool object) {
+ProgramHandle ProgramCache::Find(const std::string &key, std::string_view options, bool object) {
   {
     std::lock_guard<std::mutex> guard(lock_);
     auto it = programs_.find(key);
@@ -236,26 +234,35 @@ StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::st
       return it->second;
     }
   }
-  // Loaded or compiled without the lock, so that other threads build theirs meanwhile. Two
-  // threads asking for the same new program both build it; the first stored wins.
-  std::string path = dir_.empty() ? std::string() : dir_ + "/" + key + ".bin";
+  if (dir_.empty())
+    return {};
   const double t0 = NowMs();
-  ProgramHandle program = path.empty() ? ProgramHandle() : LoadBinary(path, key, options, object);
-  bool from_disk = static_cast<bool>(program);
-  const double t1 = NowMs();
-  double t2 = t1;
-  if (!from_disk) {
-    OP_ASSIGN_OR_RETURN(program, BuildFromSource(source, options, label, object));
-    t2 = NowMs();
-    if (!path.empty())
-      StoreBinary(program.get(), path, key);
-  }
-  const double t3 = NowMs();
+  ProgramHandle p = LoadBinary(dir_ + "/" + key + ".bin", key, options, object);
+  if (!p)
+    return {};
   std::lock_guard<std::mutex> guard(lock_);
-  from_disk ? stats_.disk_hits++ : stats_.builds++;
-  stats_.load_ms += t1 - t0;
-  stats_.build_ms += t2 - t1;
-  stats_.store_ms += t3 - t2;
+  stats_.disk_hits++;
+  stats_.load_ms += NowMs() - t0;
+  return programs_.emplace(key, p).first->second;
+}
+
+StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::string_view source,
+                                                 std::string_view options, std::string_view label,
+                                                 bool object) {
+  if (ProgramHandle found = Find(key, options, object))
+    return found;
+  // Compiled without the lock, so that other threads build theirs meanwhile. Two threads asking
+  // for the same new program both build it; the first stored wins.
+  const double t0 = NowMs();
+  OP_ASSIGN_OR_RETURN(ProgramHandle program, BuildFromSource(source, options, label, object));
+  const double t1 = NowMs();
+  if (!dir_.empty())
+    StoreBinary(program.get(), dir_ + "/" + key + ".bin", key);
+  const double t2 = NowMs();
+  std::lock_guard<std::mutex> guard(lock_);
+  stats_.builds++;
+  stats_.build_ms += t1 - t0;
+  stats_.store_ms += t2 - t1;
   auto [it, inserted] = programs_.emplace(key, program);
   return it->second;
 }
@@ -597,48 +604,12 @@ ProgramCache::LinkPlan ProgramCache::Plan(const std::vector<ProgramRequest> &req
   return plan;
 }
 
-ProgramHandle ProgramCache::FindObject(const LinkPlan &plan, size_t job) {
-  const std::string &key = plan.object_keys[job];
-  {
-    std::lock_guard<std::mutex> guard(lock_);
-    auto it = programs_.find(key);
-    if (it != programs_.end()) {
-      stats_.memory_hits++;
-      return it->second;
-    }
-  }
-  if (dir_.empty())
-    return {};
-  const double t0 = NowMs();
-  ProgramHandle p = LoadBinary(dir_ + "/" + key + ".bin", key, plan.objects[job].options, true);
-  if (!p)
-    return {};
-  std::lock_guard<std::mutex> guard(lock_);
-  stats_.disk_hits++;
-  stats_.load_ms += NowMs() - t0;
-  return programs_.emplace(key, p).first->second;
+ProgramHandle ProgramCache::FindLinked(const LinkPlan &plan, size_t g) {
+  return Find(plan.keys[g], plan.link_options, false);
 }
 
-ProgramHandle ProgramCache::FindLinked(const LinkPlan &plan, size_t g) {
-  const std::string &key = plan.keys[g];
-  {
-    std::lock_guard<std::mutex> guard(lock_);
-    auto it = programs_.find(key);
-    if (it != programs_.end()) {
-      stats_.memory_hits++;
-      return it->second;
-    }
-  }
-  if (dir_.empty())
-    return {};
-  const double t0 = NowMs();
-  ProgramHandle p = LoadBinary(dir_ + "/" + key + ".bin", key, plan.link_options, false);
-  if (!p)
-    return {};
-  std::lock_guard<std::mutex> guard(lock_);
-  stats_.disk_hits++;
-  stats_.load_ms += NowMs() - t0;
-  return programs_.emplace(key, p).first->second;
+ProgramHandle ProgramCache::FindObject(const LinkPlan &plan, size_t job) {
+  return Find(plan.object_keys[job], plan.objects[job].options, true);
 }
 
 StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g,

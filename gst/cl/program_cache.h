@@ -173,6 +173,9 @@ class ProgramCache {
   // An object's key differs from the executable's of the same source and options. (`source`
   // may be another key: an object's is derived from its source's, without hashing it again.)
   std::string KeyOf(std::string_view source, std::string_view options, bool object = false) const;
+  // The program `key` from memory or from its binary on disk (kept in memory then), without
+  // building it; null if neither has it.
+  ProgramHandle Find(const std::string &key, std::string_view options, bool object);
   // Build (or compile, `object`) with the key already computed (KeyOf hashes the whole source).
   StatusOr<ProgramHandle> BuildKeyed(const std::string &key, std::string_view source,
                                      std::string_view options, std::string_view label,
@@ -196,8 +199,8 @@ class ProgramCache {
   LinkPlan Plan(const std::vector<ProgramRequest> &requests, std::string_view link_options) const;
   StatusOr<ProgramHandle> BuildLinked(const LinkPlan &plan, size_t g,
                                       const std::function<void(size_t)> &ready);
+  // Find() for linked program `g` and for job `job`'s object.
   ProgramHandle FindLinked(const LinkPlan &plan, size_t g);
-  // A job's object from memory or disk, without building it; null if neither has it.
   ProgramHandle FindObject(const LinkPlan &plan, size_t job);
   // A claim on building the program `key` (a file created exclusively); false: already claimed.
   bool Claim(const std::string &key);
