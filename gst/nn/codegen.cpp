@@ -849,9 +849,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   Defines d;
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
   d.Int("A_SK", ta ? ad[ra - 1] : 1);
-  if (!vec)
-    d.Int("BATCH", batch).Int("M", m).Int("N", n).Int("K", ka).Int("A_SM", ta ? 1 : ad[ra - 1]);
-  if (vec)
+  if (vec)  // sizes and row strides are arguments (PushInts below)
     d.Int("B_PANEL", b_const)
         .Int("V", cols)
         .Int("NV", nv)
@@ -859,7 +857,14 @@ Status LowerMatMul(Emitter &e, const Node &node) {
         .Int("K_TAIL", !a_vec4 || ka % 4 != 0)
         .Int("EDGE", n % (cols * nv) != 0);
   else
-    d.Int("B_SK", tb ? 1 : bd[rb - 1]).Int("B_SN", tb ? bd[rb - 1] : 1).Int("RN", cols);
+    d.Int("BATCH", batch)
+        .Int("M", m)
+        .Int("N", n)
+        .Int("K", ka)
+        .Int("A_SM", ta ? 1 : ad[ra - 1])
+        .Int("B_SK", tb ? 1 : bd[rb - 1])
+        .Int("B_SN", tb ? bd[rb - 1] : 1)
+        .Int("RN", cols);
   std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
   // matmul_vec takes its sizes and strides as arguments; the index macros use them where one
   // stride per axis says the broadcast (else they keep the constant expressions, and that

@@ -643,7 +643,7 @@ bool SwapsLastTwo(const Node &n, size_t rank) {
          perm[rank - 1] == static_cast<int64_t>(rank - 2);
 }
 
-// A constant's 2-D transpose (element size `es`): [rows, cols] → [cols, rows].
+// A 2-D constant transposed, any element type: [rows, cols] → [cols, rows].
 Tensor TransposedConstant(const Tensor &t, const std::string &name) {
   const int64_t rows = t.shape[0], cols = t.shape[1];
   const size_t es = DTypeSize(t.dtype);
@@ -668,19 +668,7 @@ Status MixAlongRows(Graph &graph) {
     const DType dt = graph.tensor(x).dtype;
     if (!IsFloat(dt) || !SwapsLastTwo(graph.nodes[k], xs.rank()) || IsGraphOutput(graph, xt))
       continue;
-    // The one reader of a value, when it is a node (not a graph output) reading it once.
-    auto only_reader = [&](TensorId t) -> int {
-      if (IsGraphOutput(graph, t))
-        return -1;
-      const std::vector<int> c = Consumers(graph, t);
-      if (c.size() != 1)
-        return -1;
-      int uses = 0;
-      for (TensorId i : graph.nodes[static_cast<size_t>(c[0])].inputs)
-        uses += i == t;
-      return uses == 1 ? c[0] : -1;
-    };
-    const int mm = only_reader(xt);
+    const int mm = OnlyReader(graph, xt);
     if (mm < 0)
       continue;
     const Node &prod = graph.nodes[static_cast<size_t>(mm)];
@@ -695,7 +683,7 @@ Status MixAlongRows(Graph &graph) {
     TensorId cur = prod.outputs[0];
     int back = -1;  // the Transpose that swaps the dims back
     for (;;) {
-      const int c = only_reader(cur);
+      const int c = OnlyReader(graph, cur);
       if (c < 0)
         break;
       const Node &nd = graph.nodes[static_cast<size_t>(c)];
@@ -703,9 +691,7 @@ Status MixAlongRows(Graph &graph) {
         back = c;
         break;
       }
-      bool ok = false;
-      if (ClassOf(nd.op) == OpClass::kUnary && nd.inputs.size() == 1)
-        ok = true;
+      bool ok = ClassOf(nd.op) == OpClass::kUnary && nd.inputs.size() == 1;
       if (nd.op == OpKind::kAdd && nd.inputs.size() == 2) {
         const Tensor &b = graph.tensor(nd.inputs[0] == cur ? nd.inputs[1] : nd.inputs[0]);
         ok = b.is_constant() && b.dtype == dt && b.shape.NumElements() == n &&
