@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "common"))
 from optest import check, failures, tool_env  # noqa: E402
@@ -34,13 +35,18 @@ def main():
         route, out = os.path.join(work, "route"), os.path.join(work, "out")
         os.makedirs(route)
         subprocess.run([make_route, route, drive, "200", str(CHANGE), BEFORE, AFTER], check=True)
+        started = time.monotonic()
         proc = subprocess.run([opreplay, route, "--vision", vision, "--policy", policy,
                                "--out", out, "--max-frames", str(FRAMES),
                                "--ground-truth", os.path.join(drive, "groundtruth.json")],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wall = time.monotonic() - started
         print(proc.stdout)
         sys.stderr.write(proc.stderr[-3000:])
         check(proc.returncode == 0, f"opreplay exit status {proc.returncode}")
+        m = re.search(r"^\s*first message\s+([\d.]+) s after opreplay started$", proc.stdout, re.M)
+        first = float(m.group(1)) if m else -1.0
+        check(0 < first < wall, f"the first message's time ({first} s) is within the run ({wall:.2f} s)")
         m = re.search(r"^\s*evaluated\s+(\d+)$", proc.stdout, re.M)
         check(m is not None, "the summary says how many frames were evaluated")
         evaluated = int(m.group(1)) if m else -1
