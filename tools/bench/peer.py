@@ -95,8 +95,9 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                         "models"))
         import onnx_util
-        tmp = tempfile.mkdtemp(prefix="peer-twin-")
-        path = os.path.join(tmp, os.path.basename(a.model))
+        # Removed when the process ends (a full-size twin is tens of megabytes).
+        tmp = tempfile.TemporaryDirectory(prefix="peer-twin-")
+        path = os.path.join(tmp.name, os.path.basename(a.model))
         onnx.save(onnx_util.to_fp32_twin(onnx.load(a.model)), path)
     run = (ort_runner if a.engine == "ort" else tinygrad_runner)(path, a.threads)
     for _ in range(a.warmup):  # tinygrad's JIT captures on the first runs
