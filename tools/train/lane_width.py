@@ -20,8 +20,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "models"))
-
-X_IDXS = np.array([192.0 * (i / 32) ** 2 for i in range(33)])
+sys.path.insert(0, os.path.join(ROOT, "tools", "synthdrive"))
+from scene import X_IDXS  # noqa: E402  (the distances the labels are given at)
 
 
 def main():
