@@ -53,6 +53,8 @@ int main(int argc, char **argv) {
       cache_dir = next();
     else if (!std::strcmp(argv[i], "--serve"))
       serve = true;
+    else if (argv[i][0] == '-' || !model_path.empty())
+      runs = 0;  // --help, an unknown option or a second model: the usage below
     else
       model_path = argv[i];
   }
