@@ -5,14 +5,15 @@
 # gst-launch-1.0, then the test suite (tools/portable/run_tests.py) until the deadline.
 # Run in the repository root:
 #   tools/portable/check.sh [--pack FILE] [--out DIR] [--deadline SECONDS] [--bench-s SECONDS]
-#                           [--device D] [--no-tests] [--no-bench]
+#                           [--device D] [--no-tests] [--no-bench | --pipeline-only]
+#                           [--only TEST,...]
 # The NVIDIA driver's OpenCL library is found (libnvidia-opencl.so.1) and named in a vendor
 # file of our own when /etc/OpenCL/vendors has none for it. Logs and results go to --out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 pack=.portable/gst-op.tar.xz out=${OUT:-/tmp/gst-op-check} deadline=420 bench_s=150
-device=gpu tests=1 bench=1
+device=gpu tests=1 bench=1 only=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) pack=$2; shift ;;
@@ -22,6 +23,8 @@ while [ $# -gt 0 ]; do
     --device) device=$2; shift ;;
     --no-tests) tests=0 ;;
     --no-bench) bench=0 ;;
+    --pipeline-only) bench=2 ;;
+    --only) only=$2; shift ;;
     *) echo "check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -75,13 +78,15 @@ if [ $bench = 1 ]; then
   echo "== networks ($bench_s s at most)"
   "$py" tools/portable/bench_device.py --build "$build" --device "$device" --deadline "$bench_s" \
     --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+fi
+if [ $bench != 0 ]; then
   echo "== pipeline: two videotestsrc cameras -> opwarp -> opvision -> oppolicy -> opmsgsink"
   for size in small full; do
     if [ $size = small ]; then v=models/driving_vision_small.onnx p=models/driving_policy_small.onnx
     else v=models/full/driving_vision_full.onnx p=models/full/driving_policy_full.onnx; fi
     [ -f "$v" ] || continue
-    walls=()
-    for n in 20 220; do
+    prev=0 wall=0
+    for n in 20 20 220; do  # the first builds the programs
       caps="video/x-raw,format=NV12,width=1928,height=1208,framerate=20/1"
       t0=$(date +%s%N)
       timeout 60 gst-launch-1.0 -q \
@@ -91,12 +96,12 @@ if [ $bench = 1 ]; then
         opvision name=vv device=$device model=$v ! oppolicy device=$device model=$p ! \
         opmsgsink location="$out/pipeline-$size.rlog" sync=false >"$kit/launch.log" 2>&1
       rc=$?
-      walls+=($((($(date +%s%N) - t0) / 1000000)))
-      echo "pipeline $size, $n frame pairs: exit $rc, ${walls[-1]} ms"
+      prev=$wall wall=$((($(date +%s%N) - t0) / 1000000))
+      echo "pipeline $size, $n frame pairs: exit $rc, $wall ms"
       { echo "== $size, $n frame pairs: exit $rc"; cat "$kit/launch.log"; } >>"$out/pipeline.log"
       [ $rc = 0 ] || tail -3 "$kit/launch.log"
     done
-    echo "pipeline $size: $((200000 / (walls[1] - walls[0] > 0 ? walls[1] - walls[0] : 1))) fps" \
+    echo "pipeline $size: $((200000 / (wall - prev > 0 ? wall - prev : 1))) fps" \
       "(200 frame pairs: the 220-pair run's wall less the 20-pair run's)"
   done | tee "$out/pipeline.txt"
   rm -f "$out"/pipeline-*.rlog
@@ -106,6 +111,6 @@ if [ $tests = 1 ]; then
   echo "== tests ($(left) s left)"
   "$py" tools/portable/run_tests.py "$build" --kit "$kit" --deadline "$(left)" \
     --first cl,nn-device,conformance-device,element,op,messages,drive,temporal \
-    --log "$out/tests.log" | tee "$out/tests.txt"
+    --only "$only" --log "$out/tests.log" | tee "$out/tests.txt"
 fi
 echo "== done in $(($(date +%s) - start)) s"

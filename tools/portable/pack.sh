@@ -25,6 +25,13 @@ for f in "${elves[@]}"; do
   mkdir -p "$stage/build/$(dirname "$rel")"
   objcopy --strip-debug "$f" "$stage/build/$rel"
 done
+# Data the build generated for the tests (small models, reference texts), GStreamer registries aside.
+find "$build/tests" "$build/tools" -type f ! -path '*.p/*' ! -path '*/cache/*' ! -name '*.o' \
+  ! -name '*registry*.bin' | while read -r f; do
+  head -c4 "$f" | grep -q ELF && continue
+  rel=${f#"$build"/}
+  mkdir -p "$stage/build/$(dirname "$rel")" && cp "$f" "$stage/build/$rel"
+done
 mkdir -p "$stage/build/meson-info"
 cp "$build/meson-info/intro-tests.json" "$stage/build/meson-info/"
 # Where it was built: the test commands name these absolute paths.

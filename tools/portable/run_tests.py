@@ -21,6 +21,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 
+PATH_LISTS = ("LD_LIBRARY_PATH", "PATH", "PYTHONPATH")
+
+
 def resolve(cmd, kit):
     out = []
     for i, a in enumerate(cmd):
@@ -47,11 +50,15 @@ def main():
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     ap.add_argument("--deadline", type=float, default=1e9, help="seconds from now")
     ap.add_argument("--first", default="", help="names (or name prefixes) to start first")
+    ap.add_argument("--only", default="", help="run only these names (or name prefixes)")
     ap.add_argument("--log", default="tests.log")
     args = ap.parse_args()
 
     tests = json.load(open(os.path.join(args.build, "meson-info", "intro-tests.json")))
     first = [p for p in args.first.split(",") if p]
+    only = [p for p in args.only.split(",") if p]
+    if only:
+        tests = [t for t in tests if any(t["name"].startswith(p) for p in only)]
 
     def rank(t):
         for i, p in enumerate(first):
@@ -72,7 +79,8 @@ def main():
             results[name] = ("NOT RUN", 0.0, "deadline")
             return
         env = dict(os.environ)
-        env.update(t.get("env", {}))
+        for k, v in t.get("env", {}).items():  # search paths: the test's first, then ours
+            env[k] = v + os.pathsep + env[k] if k in PATH_LISTS and env.get(k) else v
         cmd = resolve(t["cmd"], args.kit)
         timeout = min(t.get("timeout") or 30, left)
         t0 = time.monotonic()
