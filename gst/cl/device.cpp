@@ -166,6 +166,8 @@ StatusOr<Capabilities> QueryCapabilities(cl_platform_id platform, cl_device_id d
   c.is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
   c.fp16 = c.HasExtension("cl_khr_fp16");
   c.fp64 = c.HasExtension("cl_khr_fp64");
+  c.exact_divide_sqrt = (DeviceValue<cl_device_fp_config>(device, CL_DEVICE_SINGLE_FP_CONFIG) &
+                         CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
   c.images = DeviceValue<cl_bool>(device, CL_DEVICE_IMAGE_SUPPORT) == CL_TRUE;
   c.image_from_buffer = c.HasExtension("cl_khr_image2d_from_buffer");
   // Deprecated in 2.0 but still answered by every driver we target; CPUs share memory anyway.

@@ -32,6 +32,9 @@ struct Capabilities {
 
   bool fp16 = false;  // cl_khr_fp16: half arithmetic (vload_half works everywhere)
   bool fp64 = false;
+  // CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT in CL_DEVICE_SINGLE_FP_CONFIG: the device can divide and
+  // take square roots in float32 as IEEE 754 does when asked (-cl-fp32-correctly-rounded-...).
+  bool exact_divide_sqrt = false;
   bool images = false;                  // CL_DEVICE_IMAGE_SUPPORT
   bool image_from_buffer = false;       // cl_khr_image2d_from_buffer
   bool unified_memory = false;          // host and device share memory: host maps are zero-copy

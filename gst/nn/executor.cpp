@@ -135,11 +135,20 @@ Status Executor::Load(const cl::BuildProgress &progress) {
   // (kernels sharing a source and options share one object). Argument info lets the loader
   // check every argument against the model.
   constexpr char kArgInfo[] = "-cl-kernel-arg-info";
+  // Float division and square roots as IEEE 754 rounds them, where the device can: ONNX's Div,
+  // Resize's source coordinates, DynamicQuantizeLinear's scale and our tanh assume it. OpenCL
+  // C lets a driver divide within 2.5 ulps otherwise, and NVIDIA's does: there tanh came out
+  // 1.99 ulps off, nearest-neighbour Resize took the neighbouring pixel at 8 of 56 points of
+  // ONNX's test, and DynamicQuantizeLinear's scale was one ulp from onnxruntime's. PoCL divides
+  // exactly either way. The option is the device's business, not the compiled model's.
+  const std::string common = device_->caps().exact_divide_sqrt
+                                 ? std::string(kArgInfo) + " -cl-fp32-correctly-rounded-divide-sqrt"
+                                 : std::string(kArgInfo);
   std::vector<cl::KernelRequest> requests(m.kernels.size());
   for (size_t k = 0; k < m.kernels.size(); k++) {
     const KernelDesc &kd = m.kernels[k];
-    requests[k] = {m.sources[kd.source],
-                   kd.options.empty() ? kArgInfo : kd.options + " " + kArgInfo, kd.label, kd.entry};
+    requests[k] = {m.sources[kd.source], kd.options.empty() ? common : kd.options + " " + common,
+                   kd.label, kd.entry};
   }
   OP_ASSIGN_OR_RETURN(std::vector<cl::KernelHandle> kernels,
                       device_->programs().BuildKernels(requests, kArgInfo, progress));
