@@ -210,7 +210,7 @@ Status ValidateModel(const CompiledModel &m) {
   if (m.format_version != kModelFormatVersion)
     return Corrupt("format version " + std::to_string(m.format_version) + " (this build reads " +
                    std::to_string(kModelFormatVersion) + ")");
-  if (m.profile != "cpu" && m.profile != "adreno" && m.profile != "amd")
+  if (m.profile != "cpu" && m.profile != "adreno" && m.profile != "amd" && m.profile != "other")
     return Corrupt("unknown device profile '" + m.profile + "'");
   if (m.precision != "fp32" && m.precision != "fp16" && m.precision != "int8")
     return Corrupt("unknown precision '" + m.precision + "'");

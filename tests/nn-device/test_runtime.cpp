@@ -382,7 +382,7 @@ TEST(Executor, WrongBuffersAreErrors) {
 
 // Every profile's code builds and runs on this device where the device has what the profile
 // needs (fp16 storage through vload_half everywhere; fp16 arithmetic only with cl_khr_fp16).
-TEST(Profiles, AdrenoAndAmdCodeRunsWhereTheDeviceAllows) {
+TEST(Profiles, EveryProfilesCodeRunsWhereTheDeviceAllows) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
   auto g = ImportOnnxFile(SourceRoot() + "/models/driving_policy_small.onnx");
@@ -390,7 +390,7 @@ TEST(Profiles, AdrenoAndAmdCodeRunsWhereTheDeviceAllows) {
   ASSERT_TRUE(InferShapes(*g).ok());
   ASSERT_TRUE(OptimizeGraph(*g).ok());
   int ran = 0;
-  for (const char *profile : {"adreno", "amd", "cpu"})
+  for (const char *profile : {"adreno", "amd", "other", "cpu"})
     for (Precision p : {Precision::kFp32, Precision::kFp16}) {
       auto opt = OptionsForProfile(profile, p);
       ASSERT_TRUE(opt.ok());
@@ -403,7 +403,67 @@ TEST(Profiles, AdrenoAndAmdCodeRunsWhereTheDeviceAllows) {
       ASSERT_TRUE(e.ok()) << profile << ": " << e.status().ToString();
       ran++;
     }
-  EXPECT_GE(ran, 5);
+  EXPECT_GE(ran, 7);
+}
+
+// A GPU that is neither Adreno nor AMD (NVIDIA, Intel, Mali) gets the GPU kernels, recorded as
+// profile "other", not the CPU profile's register blocks; a device of no profile that is not a
+// GPU gets the CPU profile. The GPU kernels give the CPU profile's values here.
+TEST(Profiles, AGpuOfNoProfileOfOursGetsTheGpuKernels) {
+  cl::Capabilities gpu;
+  gpu.device_name = "NVIDIA H200";
+  gpu.device_vendor = "NVIDIA Corporation";
+  gpu.is_gpu = true;
+  gpu.fp16 = true;
+  gpu.images = true;
+  gpu.base_address_align_bits = 4096;
+  gpu.native_float_lanes = 1;
+  for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+    CodegenOptions o = OptionsForDevice(gpu, p);
+    EXPECT_EQ(o.profile, cl::Profile::kOther);
+    EXPECT_FALSE(o.image_weights);
+    EXPECT_FALSE(o.fp16_compute);
+    EXPECT_FALSE(o.int8_dot);
+    EXPECT_EQ(o.alignment, 512u);
+  }
+  cl::Capabilities accel = gpu;
+  accel.is_gpu = false;
+  EXPECT_EQ(OptionsForDevice(accel, Precision::kFp32).profile, cl::Profile::kCpu);
+
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device);
+  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  std::vector<Tensor> feeds;
+  Rng rng(22);
+  for (TensorId id : g->inputs) {
+    const Tensor &t = g->tensor(id);
+    Bytes b(t.ByteSize());
+    for (uint8_t &v : b)
+      v = static_cast<uint8_t>(rng.Uniform(0, 256));
+    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
+    feeds.back().name = t.name;
+  }
+  std::vector<std::vector<Tensor>> results;
+  for (const char *profile : {"cpu", "other"}) {
+    auto opt = OptionsForProfile(profile, Precision::kFp32);
+    ASSERT_TRUE(opt.ok());
+    auto m = GenerateCode(*g, *opt);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->profile, profile);
+    auto e = Executor::Create(dev.device, *m);
+    ASSERT_TRUE(e.ok()) << profile << ": " << e.status().ToString();
+    auto out = (*e)->RunHost(dev.queue, feeds);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    results.push_back(*out);
+  }
+  const Tensor &a = results[0][0], &b = results[1][0];
+  ASSERT_EQ(a.shape, b.shape);
+  for (int64_t i = 0; i < a.shape.NumElements(); i++)
+    ASSERT_NEAR(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)), 1e-5)
+        << "element " << i;
 }
 
 }  // namespace
