@@ -54,14 +54,14 @@ def ours(build, model, profile, precision, device, runs, tmp, limit):
                             "--device", profile, "--precision", precision],
                            capture_output=True, text=True, timeout=limit)
         if p.returncode != 0:
-            return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
+            return {"error": (p.stderr or p.stdout).strip().splitlines()[-3:]}
     cmd = [os.path.join(build, "tools/bench/op-bench-model"), path, "--device", device,
            "--runs", str(runs), "--warmup", "5", "--cache-dir", os.path.join(tmp, "opm"),
            "--precision", precision]
     p = subprocess.run(cmd, capture_output=True, text=True,
                        timeout=max(5, limit - (time.monotonic() - t0)))
     if p.returncode != 0:
-        return {"error": (p.stderr or p.stdout).strip().splitlines()[-1:]}
+        return {"error": (p.stderr or p.stdout).strip().splitlines()[-3:]}
     r = json.loads(p.stdout.strip().splitlines()[-1])
     r["median_ms"] = statistics.median(r["runs_ms"])
     r["wall_s"] = time.monotonic() - t0
