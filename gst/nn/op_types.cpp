@@ -412,6 +412,9 @@ Status Typing::Combine() {
       for (const Tensor *t : in) {
         if (!t)
           continue;
+        if (t->dtype != x->dtype)  // else the copies would read past the smaller elements
+          return Bad(n, "inputs differ in type (" + std::string(DTypeName(x->dtype)) + " and " +
+                            DTypeName(t->dtype) + ")");
         if (t->shape.rank() != s.rank())
           return Bad(n, "inputs differ in rank");
         for (size_t i = 0; i < s.rank(); ++i)

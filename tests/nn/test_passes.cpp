@@ -279,6 +279,22 @@ TEST(Passes, TokenMixingTransposesGo) {
   }
 }
 
+// A Concat of inputs of two types is a typing error (ONNX requires one type), never a copy of the
+// wrong element size.
+TEST(Passes, ConcatOfTwoTypesIsRefused) {
+  Attributes axis;
+  axis.Set("axis", int64_t{2});
+  {
+    Builder b;
+    TensorId f = b.Input("f", Shape{1, 4, 16});
+    TensorId h = b.Input("h", Shape{1, 4, 2}, DType::kFloat16);
+    b.Output(b.Add(OpKind::kConcat, {f, h}, "y", axis));
+    Status st = InferShapes(b.g);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find("differ in type"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST(Passes, AScalarScaleOfAProductBecomesAlpha) {
   Builder b;
   TensorId q = b.Input("q", Shape{1, 2, 13, 7});
