@@ -356,6 +356,14 @@ struct Importer {
       }
       node.name = n.name();
       node.opset = opset;
+      // Attributes as ONNX's schema names them (what its checker and onnxruntime demand): an
+      // unknown one is a model error, not something to ignore silently.
+      if (const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, ""))
+        for (const auto &a : n.attribute())
+          if (!schema->attributes().count(a.name()))
+            return InvalidArgument("node '" + label + "' (" + n.op_type() + "): attribute '" +
+                                   a.name() + "' is not one of " + n.op_type() + "'s at opset " +
+                                   std::to_string(opset));
       for (const auto &a : n.attribute()) {
         OP_ASSIGN_OR_RETURN(AttrValue v, ConvertAttribute(a, base_dir, label));
         node.attrs.Set(a.name(), std::move(v));

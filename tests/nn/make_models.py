@@ -97,6 +97,10 @@ def main(out):
                    helper.make_node("Det", ["t"], ["o"], name="det_node")], [a], [o]),
          f"{out}/unsupported.onnx")
 
+    # unknown_attribute.onnx: a Relu with an attribute ONNX's Relu does not have.
+    save(model_of([helper.make_node("Relu", ["a"], ["o"], name="odd_relu", slope=0.1)], [a], [o]),
+         f"{out}/unknown_attribute.onnx")
+
     # two_inputs.onnx: two inputs sharing the symbolic dim "batch"; binding one binds both.
     ta = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 3])
     tb = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", "n"])

@@ -294,6 +294,20 @@ TEST(ImportErrors, UnsupportedOpNamesOpNodeAndOpset) {
   EXPECT_TRUE(OneLine(g.status()));
 }
 
+// An attribute the op's ONNX schema does not name is refused (onnxruntime refuses it too), with
+// the node, the attribute and the opset named.
+TEST(ImportErrors, AnAttributeTheOpDoesNotHaveIsRefused) {
+  NEED_MODELS();
+  auto g = ImportOnnxFile(Models() + "/unknown_attribute.onnx");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  const std::string &m = g.status().message();
+  EXPECT_NE(m.find("odd_relu"), std::string::npos) << m;
+  EXPECT_NE(m.find("attribute 'slope'"), std::string::npos) << m;
+  EXPECT_NE(m.find("opset 13"), std::string::npos) << m;
+  EXPECT_TRUE(OneLine(g.status()));
+}
+
 TEST(ImportErrors, ExternalDataOutsideTheFolder) {
   NEED_MODELS();
   auto g = ImportOnnxFile(Models() + "/external_bad/model.onnx");
