@@ -2201,8 +2201,41 @@ using OutputCopies = std::vector<std::pair<TensorId, TensorId>>;
 // Binds graph I/O to storage. Aliases first: they decide which tensor's storage an output binds
 // to. Then the storage of each output's root becomes that output's buffer, unless the root is an
 // input, a constant or already bound (then a copy kernel writes the output).
+// At float32 storage a float16 intermediate is held in float32, unrounded, so a Cast of it to
+// float32 copies bits. Where a product or convolution writes it and that Cast alone reads it,
+// the tensor becomes float32 and the Cast an alias: the product writes the Cast's output itself
+// (the policies' output Cast: one launch fewer).
+void AliasWideningCasts(Emitter &e) {
+  if (e.opt.precision == Precision::kFp16)
+    return;
+  Graph &g = e.graph;
+  const std::vector<int> producers = g.Producers();
+  std::vector<int> reads(g.tensors.size(), 0);
+  for (const Node &node : g.nodes)
+    for (TensorId t : node.inputs)
+      if (t != kNoTensor)
+        reads[static_cast<size_t>(t)]++;
+  for (const Node &node : g.nodes) {
+    if (node.op != OpKind::kCast || node.outputs.empty() || node.input(0) == kNoTensor)
+      continue;
+    const TensorId in = node.input(0), out = node.outputs[0];
+    Tensor &t = g.tensor(in);
+    const int p = producers[static_cast<size_t>(in)];
+    if (p < 0 || t.dtype != DType::kFloat16 || g.tensor(out).dtype != DType::kFloat32 ||
+        t.is_input || t.is_output || t.is_constant() || reads[static_cast<size_t>(in)] != 1)
+      continue;
+    const OpKind w = g.nodes[static_cast<size_t>(p)].op;
+    if (w != OpKind::kGemm && w != OpKind::kMatMul && w != OpKind::kFusedGemm &&
+        w != OpKind::kConv && w != OpKind::kFusedConv)
+      continue;
+    t.dtype = DType::kFloat32;
+    e.Alias(out, in);
+  }
+}
+
 Status BindIo(Emitter &e, OutputCopies *copies) {
   Graph &g = e.graph;
+  AliasWideningCasts(e);
   for (const Node &node : g.nodes) {
     if (!IsAliasOp(node.op) || node.outputs.empty() || node.outputs[0] == kNoTensor)
       continue;
@@ -2238,6 +2271,8 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
         live = true;
     if (!live)
       continue;
+    if (node.op == OpKind::kCast && e.Root(node.outputs[0]) != node.outputs[0])
+      continue;  // AliasWideningCasts made it an alias
     for (TensorId t : node.inputs)
       if (t != kNoTensor && e.Tag(t).empty())
         return Unsupported(NodeWhere(node) + ": input '" + g.tensor(t).name + "' of type " +

@@ -28,7 +28,7 @@ std::string Hex(uint64_t v) {
 
 // Bumped when code generation changes in a way the kernel sources do not show, so that cached
 // models compiled by an older build are not reused.
-constexpr int kCodegenRevision = 3;
+constexpr int kCodegenRevision = 4;
 
 uint64_t CompilerFingerprint();
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "graph_builder.h"
+#include "nn/passes.h"
 
 using namespace op;
 using namespace op::nn;
@@ -557,6 +558,41 @@ TEST(HalfModel, Fp32StorageComputesInFloat32) {
     twin.Output(twin.Add(OpKind::kRelu, {a}));
   }
   ExpectMatchesReference(half, Precision::kFp32, 1e-5f, "float16 model, fp32 storage", &twin);
+}
+
+// At float32 storage a float16 product's value is held in float32, so the Cast of the model's
+// output to float32 is no launch: the product writes the output buffer itself. At float16
+// storage the Cast widens half values, one launch. Both match the interpreter (at fp32 storage
+// on the model's float32 twin, as everywhere).
+TEST(HalfModel, AWideningOutputCastIsNoLaunchAtFp32Storage) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+    Builder b;
+    TensorId x = b.Input("x", {1, 25, 24});
+    TensorId h = b.Add(OpKind::kCast, {x}, A({{"to", int64_t{10}}}));
+    Tensor w = MakeFloatConstant(std::vector<float>(24 * 16, 0.25f), Shape({24, 16}));
+    TensorId wh = b.Add(OpKind::kCast, {b.Const(w)}, A({{"to", int64_t{10}}}));
+    TensorId m = b.Add(OpKind::kMatMul, {h, wh});
+    b.Output(b.Add(OpKind::kCast, {m}, A({{"to", int64_t{1}}})));
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    Graph g = b.g;
+    ASSERT_TRUE(OptimizeGraph(g).ok());
+    auto model = GenerateCode(g, OptionsForDevice(dev.device->caps(), p));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    // The input's rounding Cast, the product, and at fp16 the output's widening.
+    EXPECT_EQ(model->kernels.size(), p == Precision::kFp32 ? 2u : 3u) << PrecisionName(p);
+    if (p == Precision::kFp16) {
+      ExpectMatchesReference(b, p, 2e-2f, "fp16");
+      continue;
+    }
+    Builder twin;  // float32 storage computes in float32: the model's float32 twin is the oracle
+    TensorId tx = twin.Input("x", {1, 25, 24});
+    TensorId th = twin.Add(OpKind::kCast, {tx}, A({{"to", int64_t{10}}}));
+    TensorId tf = twin.Add(OpKind::kCast, {th}, A({{"to", int64_t{1}}}));
+    twin.Output(twin.Add(OpKind::kMatMul, {tf, twin.Const(w)}));
+    ExpectMatchesReference(b, p, 1e-6f, "fp32", &twin);
+  }
 }
 
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
