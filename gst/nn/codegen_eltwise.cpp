@@ -609,6 +609,18 @@ Status LowerElementwise(Emitter &e, const Node &node) {
         m.space = e.Dims(y);
         m.inputs = {x};
         m.output = y;
+        if (e.opt.profile == cl::Profile::kCpu && e.Tag(x) == "f32") {
+          // 16 elements per work-item: the policies' 12,800 inputs took 0.018-0.025 ms one per
+          // work-item (PoCL left nn_round_half's branches unvectorised), 0.008-0.010 so.
+          const int64_t n = Product(m.space);
+          const std::string nn = std::to_string(n);
+          m.space = {(n + 15) / 16};
+          m.body = "const uint e0 = i * 16; if (e0 + 16 <= " + nn +
+                   ") { vstore16(nn_round_half16(vload16(0, in0 + in0_off + e0)), 0, out0 + "
+                   "out0_off + e0); } else { for (uint j = e0; j < " +
+                   nn + "; j++) out0[out0_off + j] = nn_round_half(in0[in0_off + j]); }";
+          return EmitMap(e, m, node.Describe());
+        }
         m.body = Out(e, m, "i", "nn_round_half((float)" + In(e, m, 0, "i") + ")");
         return EmitMap(e, m, node.Describe());
       }

@@ -595,6 +595,55 @@ TEST(HalfModel, AWideningOutputCastIsNoLaunchAtFp32Storage) {
   }
 }
 
+// A Cast to float16 held in float32 storage rounds every value as the interpreter does (the
+// CPU profile's 16-lane kernel and its scalar tail alike): ties to even at every exponent,
+// subnormal halves, the overflow threshold 65520, infinities, NaN, signed zeros.
+TEST(Cast, RoundsToHalfLikeTheInterpreterInBlocksAndTail) {
+  std::vector<float> x;
+  Rng rng(9);
+  for (int i = 0; i < 4000; i++)
+    x.push_back(rng.Uniform(-70000.f, 70000.f) * std::pow(2.f, -static_cast<float>(i % 40)));
+  for (int e = -26; e <= 16; e++)  // halfway between neighbouring halves, and either side
+    for (float m : {1.0f, 1.5f, 1.25f, 1.75f})
+      for (float d : {-1.f, 0.f, 1.f}) {
+        const float half_ulp = std::ldexp(1.f, std::max(e, -14) - 11);
+        const float v = std::ldexp(m, e) + half_ulp + d * std::ldexp(half_ulp, -12);
+        x.push_back(v);
+        x.push_back(-v);
+      }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {std::nanf(""), inf, -inf, 0.f, -0.f, 65504.f, 65519.996f, 65520.f, -65520.f,
+                  6.1035156e-05f, 6.1035152e-05f, 2.9802322e-08f, 2.9802326e-08f, 5.96e-08f})
+    x.push_back(v);
+  x.resize(x.size() / 16 * 16 + 7, 0.33333334f);  // a tail of 7 after whole blocks of 16
+  Bytes bytes(x.size() * sizeof(float));
+  std::memcpy(bytes.data(), x.data(), bytes.size());
+  Builder b;
+  TensorId in = b.InputTyped("x", DType::kFloat32, Shape({static_cast<int64_t>(x.size())}), bytes);
+  TensorId h = b.Add(OpKind::kCast, {in}, A({{"to", int64_t{10}}}));
+  b.Output(b.Add(OpKind::kCast, {h}, A({{"to", int64_t{1}}})));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto model = GenerateCode(b.g, OptionsForDevice(dev.device->caps(), Precision::kFp32));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto exec = Executor::Create(dev.device, std::move(*model));
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  auto out = (*exec)->RunHost(dev.queue, b.feeds);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  auto want = RunReference(b.g, b.feeds);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); i++) {
+    const float got = ToFloat((*out)[0], i), ref = ToFloat((*want)[0], i);
+    const bool same =
+        std::isnan(ref) ? std::isnan(got) : (std::memcmp(&got, &ref, sizeof(float)) == 0);
+    if (!same && bad++ < 5)
+      ADD_FAILURE() << "x = " << x[i] << ": " << got << " vs the interpreter's " << ref;
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
 // the last place of the float32 result: within the 1.5 ulps its comment states, over [-12, 12]
 // and small magnitudes down to 1e-8, and the special values: NaN stays NaN, +-inf gives +-1,
