@@ -11,6 +11,8 @@
 // passing-BACKEND-FOLDER.txt for others.
 // Prints passed / failed / unsupported / crashed per folder. With --expect, exits 1 if any test
 // named in the list (one name per line, '#' comments) does not pass; 77 if the data is missing.
+#include <execinfo.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,6 +265,26 @@ Result RunTest(const fs::path &dir, conformance::Backend &backend) {
   return {Outcome::kPassed, ""};
 }
 
+// A crashing child prints its stack to stderr before it dies, so a crash names its place.
+// (backtrace() is called once beforehand: its first call may allocate.)
+extern "C" void PrintStackAndDie(int sig) {
+  void *frames[64];
+  const int n = backtrace(frames, 64);
+  const char head[] = "conformance: child crashed, stack:\n";
+  ssize_t w = write(2, head, sizeof(head) - 1);
+  (void)w;
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void PrintStackOnCrash() {
+  void *warm[1];
+  backtrace(warm, 1);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT})
+    signal(sig, PrintStackAndDie);
+}
+
 // A test running in a child process (fork): its outcome and message come back through a pipe.
 struct Child {
   pid_t pid = -1;
@@ -283,6 +305,7 @@ Child StartIsolated(const fs::path &dir, conformance::Backend &backend, unsigned
   }
   if (pid == 0) {
     close(fds[0]);
+    PrintStackOnCrash();
     alarm(timeout_s);
     Result r;
     try {
