@@ -3,17 +3,20 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -225,6 +228,35 @@ StatusOr<ProgramHandle> ProgramCache::Build(std::string_view source, std::string
   return BuildKeyed(KeyOf(source, options), source, options, label);
 }
 
+namespace {
+
+// One program's build, store and load, one process at a time (a lock on DIR/KEY.lock, released
+// when the holder closes it or dies). PoCL keeps a program's machine code in a folder of its own
+// cache named after the program, and two processes working on the same program at once race
+// there: one crashed in readdir() while asking for the binary, as two conformance children
+// built the same small model. Threads of one process exclude each other too (each opens its
+// own file description). The holder builds; the others wait, then load what it stored.
+class KeyLock {
+ public:
+  explicit KeyLock(const std::string &path) {
+    fd_ = open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd_ >= 0)
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  ~KeyLock() {
+    if (fd_ >= 0)
+      close(fd_);
+  }
+  KeyLock(const KeyLock &) = delete;
+  KeyLock &operator=(const KeyLock &) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
 ProgramHandle ProgramCache::Find(const std::string &key, std::string_view options, bool object) {
   {
     std::lock_guard<std::mutex> guard(lock_);
@@ -236,6 +268,15 @@ ProgramHandle ProgramCache::Find(const std::string &key, std::string_view option
   }
   if (dir_.empty())
     return {};
+  struct stat st {};
+  if (stat((dir_ + "/" + key + ".bin").c_str(), &st) != 0)
+    return {};
+  KeyLock held(dir_ + "/" + key + ".lock");
+  return LoadStored(key, options, object);
+}
+
+ProgramHandle ProgramCache::LoadStored(const std::string &key, std::string_view options,
+                                       bool object) {
   const double t0 = NowMs();
   ProgramHandle p = LoadBinary(dir_ + "/" + key + ".bin", key, options, object);
   if (!p)
@@ -251,8 +292,15 @@ StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::st
                                                  bool object) {
   if (ProgramHandle found = Find(key, options, object))
     return found;
-  // Compiled without the lock, so that other threads build theirs meanwhile. Two threads asking
-  // for the same new program both build it; the first stored wins.
+  // Compiled without the mutex, so that other threads build theirs meanwhile; a thread or
+  // process building the same program holds its key's lock, and we load what it stored.
+  std::optional<KeyLock> held;
+  if (!dir_.empty()) {
+    MakeDirs(dir_);
+    held.emplace(dir_ + "/" + key + ".lock");
+    if (ProgramHandle found = LoadStored(key, options, object))
+      return found;
+  }
   const double t0 = NowMs();
   OP_ASSIGN_OR_RETURN(ProgramHandle program, BuildFromSource(source, options, label, object));
   const double t1 = NowMs();
@@ -688,6 +736,16 @@ StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g
     }
     inputs.push_back(o->get());
   }
+  const std::string &key = plan.keys[g];
+  std::optional<KeyLock> held;  // as in BuildKeyed
+  if (!dir_.empty()) {
+    MakeDirs(dir_);
+    held.emplace(dir_ + "/" + key + ".lock");
+    if (ProgramHandle p = LoadStored(key, plan.link_options, false)) {
+      ready(1);
+      return p;
+    }
+  }
   const double t0 = NowMs();
   cl_int err = CL_SUCCESS;
   ProgramHandle linked(clLinkProgram(context_, 1, &device_, plan.link_options.c_str(),
@@ -703,7 +761,6 @@ StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g
     return Status(StatusCode::kUnsupported, std::string("clLinkProgram: ") + ErrorName(err) +
                                                 (log.empty() ? "" : "\n" + log));
   }
-  const std::string &key = plan.keys[g];
   if (!dir_.empty())
     StoreBinary(linked.get(), dir_ + "/" + key + ".bin", key);
   ready(1);

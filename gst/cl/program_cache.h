@@ -185,6 +185,8 @@ class ProgramCache {
   // An executable is built from the binary with `options`; an object is only created.
   ProgramHandle LoadBinary(const std::string &path, const std::string &key,
                            std::string_view options, bool object);
+  // Find's disk half, for a caller that holds the key's lock (KeyLock in the .cpp).
+  ProgramHandle LoadStored(const std::string &key, std::string_view options, bool object);
   // Requests grouped into jobs, one per distinct source and options: job_of[i] is request i's,
   // first[j] job j's first request, keys[j] its key.
   void Group(const std::vector<ProgramRequest> &requests, std::vector<size_t> *job_of,
