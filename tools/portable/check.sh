@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs our checks on a machine that has none of our Debian packages (a GPU server with its
 # vendor's OpenCL driver, say), from the pack tools/portable/pack.sh made: lists the OpenCL
-# devices, times the networks (tools/portable/bench_device.py), runs a pipeline through
-# gst-launch-1.0, then the test suite (tools/portable/run_tests.py) until the deadline.
+# devices, times the networks (tools/portable/bench_device.py), profiles the full-size vision
+# model, runs a pipeline through gst-launch-1.0, then the test suite (tools/portable/
+# run_tests.py) until the deadline. Writes at most 8 files to --out.
 # Run in the repository root:
 #   tools/portable/check.sh [--pack FILE] [--out DIR] [--deadline SECONDS] [--bench-s SECONDS]
 #                           [--device D] [--no-tests] [--no-bench | --pipeline-only]
@@ -79,6 +80,11 @@ if [ $bench = 1 ]; then
   "$py" tools/portable/bench_device.py --build "$build" --device "$device" --deadline "$bench_s" \
     --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
 fi
+if [ $bench = 1 ] && [ -f models/full/driving_vision_full.onnx ]; then
+  echo "== where the full-size vision model's device time goes"
+  timeout 120 "$build/tools/opc/opc" profile models/full/driving_vision_full.onnx --device "$device" \
+    --runs 20 --top 15 2>&1 | tee "$out/profile.txt"
+fi
 if [ $bench != 0 ]; then
   echo "== pipeline: two videotestsrc cameras -> opwarp -> opvision -> oppolicy -> opmsgsink"
   for size in small full; do
@@ -110,7 +116,7 @@ fi
 if [ $tests = 1 ]; then
   echo "== tests ($(left) s left)"
   "$py" tools/portable/run_tests.py "$build" --kit "$kit" --deadline "$(left)" \
-    --first cl,nn-device,conformance-device,element,op,messages,drive,temporal \
+    --first element,op,messages,cl,nn-device,conformance-device,drive,temporal \
     --only "$only" --log "$out/tests.log" | tee "$out/tests.txt"
 fi
 echo "== done in $(($(date +%s) - start)) s"
