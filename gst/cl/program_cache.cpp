@@ -238,8 +238,8 @@ namespace {
 // own file description). The holder builds; the others wait, then load what it stored.
 class KeyLock {
  public:
-  explicit KeyLock(const std::string &path) {
-    fd_ = open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  KeyLock(const std::string &dir, const std::string &key) {
+    fd_ = open((dir + "/" + key + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd_ >= 0)
       while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
       }
@@ -254,6 +254,14 @@ class KeyLock {
  private:
   int fd_ = -1;
 };
+
+// The lock of `key` in `dir`, made first; none without a folder (nothing shared on disk).
+std::optional<KeyLock> LockKey(const std::string &dir, const std::string &key) {
+  if (dir.empty())
+    return std::nullopt;
+  MakeDirs(dir);
+  return std::optional<KeyLock>(std::in_place, dir, key);
+}
 
 }  // namespace
 
@@ -271,7 +279,7 @@ ProgramHandle ProgramCache::Find(const std::string &key, std::string_view option
   struct stat st {};
   if (stat((dir_ + "/" + key + ".bin").c_str(), &st) != 0)
     return {};
-  KeyLock held(dir_ + "/" + key + ".lock");
+  KeyLock held(dir_, key);
   return LoadStored(key, options, object);
 }
 
@@ -294,13 +302,10 @@ StatusOr<ProgramHandle> ProgramCache::BuildKeyed(const std::string &key, std::st
     return found;
   // Compiled without the mutex, so that other threads build theirs meanwhile; a thread or
   // process building the same program holds its key's lock, and we load what it stored.
-  std::optional<KeyLock> held;
-  if (!dir_.empty()) {
-    MakeDirs(dir_);
-    held.emplace(dir_ + "/" + key + ".lock");
+  const std::optional<KeyLock> held = LockKey(dir_, key);
+  if (held)
     if (ProgramHandle found = LoadStored(key, options, object))
       return found;
-  }
   const double t0 = NowMs();
   OP_ASSIGN_OR_RETURN(ProgramHandle program, BuildFromSource(source, options, label, object));
   const double t1 = NowMs();
@@ -737,10 +742,8 @@ StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g
     inputs.push_back(o->get());
   }
   const std::string &key = plan.keys[g];
-  std::optional<KeyLock> held;  // as in BuildKeyed
-  if (!dir_.empty()) {
-    MakeDirs(dir_);
-    held.emplace(dir_ + "/" + key + ".lock");
+  const std::optional<KeyLock> held = LockKey(dir_, key);  // as in BuildKeyed
+  if (held) {
     if (ProgramHandle p = LoadStored(key, plan.link_options, false)) {
       ready(1);
       return p;

@@ -2210,11 +2210,7 @@ void AliasWideningCasts(Emitter &e) {
     return;
   Graph &g = e.graph;
   const std::vector<int> producers = g.Producers();
-  std::vector<int> reads(g.tensors.size(), 0);
-  for (const Node &node : g.nodes)
-    for (TensorId t : node.inputs)
-      if (t != kNoTensor)
-        reads[static_cast<size_t>(t)]++;
+  const std::vector<int> uses = g.UseCounts();  // graph outputs count too
   for (const Node &node : g.nodes) {
     if (node.op != OpKind::kCast || node.outputs.empty() || node.input(0) == kNoTensor)
       continue;
@@ -2222,7 +2218,7 @@ void AliasWideningCasts(Emitter &e) {
     Tensor &t = g.tensor(in);
     const int p = producers[static_cast<size_t>(in)];
     if (p < 0 || t.dtype != DType::kFloat16 || g.tensor(out).dtype != DType::kFloat32 ||
-        t.is_input || t.is_output || t.is_constant() || reads[static_cast<size_t>(in)] != 1)
+        t.is_input || t.is_constant() || uses[static_cast<size_t>(in)] != 1)
       continue;
     const OpKind w = g.nodes[static_cast<size_t>(p)].op;
     if (w != OpKind::kGemm && w != OpKind::kMatMul && w != OpKind::kFusedGemm &&

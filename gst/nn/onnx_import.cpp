@@ -342,8 +342,9 @@ struct Importer {
       if (!OpFromName(n.op_type(), &node.op))
         return Unsupported("node '" + label + "': unsupported op " + n.op_type() + " (opset " +
                            std::to_string(opset) + ")");
-      // Input and output counts as ONNX's schema of the op at this opset allows them (what
-      // onnxruntime checks at load): a node without outputs or with surplus inputs is refused.
+      // Input and output counts and attribute names as ONNX's schema of the op at this opset
+      // allows them (what onnxruntime checks at load): a node without outputs, with surplus
+      // inputs or with an attribute the op does not have is refused, not silently accepted.
       if (n.output_size() == 0 || n.output(0).empty())
         return Corrupt("node '" + label + "' (" + n.op_type() + ") has no output");
       if (const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "")) {
@@ -353,17 +354,14 @@ struct Importer {
               " inputs and " + std::to_string(n.output_size()) + " outputs, opset " +
               std::to_string(opset) + " allows at most " + std::to_string(schema->max_input()) +
               " and " + std::to_string(schema->max_output()));
-      }
-      node.name = n.name();
-      node.opset = opset;
-      // Attributes as ONNX's schema names them (what its checker and onnxruntime demand): an
-      // unknown one is a model error, not something to ignore silently.
-      if (const onnx::OpSchema *schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, ""))
         for (const auto &a : n.attribute())
           if (!schema->attributes().count(a.name()))
             return InvalidArgument("node '" + label + "' (" + n.op_type() + "): attribute '" +
                                    a.name() + "' is not one of " + n.op_type() + "'s at opset " +
                                    std::to_string(opset));
+      }
+      node.name = n.name();
+      node.opset = opset;
       for (const auto &a : n.attribute()) {
         OP_ASSIGN_OR_RETURN(AttrValue v, ConvertAttribute(a, base_dir, label));
         node.attrs.Set(a.name(), std::move(v));

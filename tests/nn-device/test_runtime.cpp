@@ -35,6 +35,41 @@ std::string SourceRoot() {
   return r ? r : ".";
 }
 
+// A committed model (models/NAME), imported, shape-inferred and optimised as the compiler does.
+void LoadOptimized(const std::string &name, Graph *g) {
+  auto r = ImportOnnxFile(SourceRoot() + "/models/" + name);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  *g = std::move(*r);
+  ASSERT_TRUE(InferShapes(*g).ok());
+  ASSERT_TRUE(OptimizeGraph(*g).ok());
+}
+
+// Random pixels for every input of `g` (uint8 images, as the vision models take).
+void RandomImages(const Graph &g, uint64_t seed, std::vector<Tensor> *feeds) {
+  Rng rng(seed);
+  for (TensorId id : g.inputs) {
+    const Tensor &t = g.tensor(id);
+    ASSERT_EQ(t.dtype, DType::kUInt8) << t.name;
+    Bytes b(t.ByteSize());
+    for (uint8_t &v : b)
+      v = static_cast<uint8_t>(rng.Uniform(0, 256));
+    feeds->push_back(MakeConstant(t.dtype, t.shape, b));
+    feeds->back().name = t.name;
+  }
+}
+
+// Every output of two runs, element by element, within `tol` (0: equal).
+void ExpectSameOutputs(const std::vector<Tensor> &a, const std::vector<Tensor> &b, float tol,
+                       const std::string &what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t o = 0; o < a.size(); o++) {
+    ASSERT_EQ(a[o].shape, b[o].shape) << what;
+    for (int64_t i = 0; i < a[o].shape.NumElements(); i++)
+      ASSERT_NEAR(ToFloat(a[o], static_cast<size_t>(i)), ToFloat(b[o], static_cast<size_t>(i)), tol)
+          << what << ": output " << o << " element " << i;
+  }
+}
+
 // --- memory plan
 
 TEST(Plan, SequentialTensorsShareOneSlot) {
@@ -76,15 +111,13 @@ TEST(Plan, CheckFindsAnOverlapAndBadInputsAreErrors) {
 }
 
 TEST(Plan, ModelPlanIsValidAndSmallerThanTheSum) {
-  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
-  ASSERT_TRUE(g.ok()) << g.status().ToString();
-  ASSERT_TRUE(InferShapes(*g).ok());
-  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(LoadOptimized("driving_vision_small.onnx", &g));
   for (Precision p : {Precision::kFp32, Precision::kFp16}) {
     auto opt = OptionsForProfile("cpu", p);
     ASSERT_TRUE(opt.ok());
     CodegenReport report;
-    auto m = GenerateCode(*g, *opt, &report);
+    auto m = GenerateCode(g, *opt, &report);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_FALSE(report.lifetimes.empty());
     Status st = CheckPlan(report.lifetimes, report.plan, opt->alignment);
@@ -385,10 +418,8 @@ TEST(Executor, WrongBuffersAreErrors) {
 TEST(Profiles, EveryProfilesCodeRunsWhereTheDeviceAllows) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
-  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_policy_small.onnx");
-  ASSERT_TRUE(g.ok());
-  ASSERT_TRUE(InferShapes(*g).ok());
-  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(LoadOptimized("driving_policy_small.onnx", &g));
   int ran = 0;
   for (const char *profile : {"adreno", "amd", "other", "cpu"})
     for (Precision p : {Precision::kFp32, Precision::kFp16}) {
@@ -396,7 +427,7 @@ TEST(Profiles, EveryProfilesCodeRunsWhereTheDeviceAllows) {
       ASSERT_TRUE(opt.ok());
       if (opt->fp16_compute && !dev.device->caps().fp16)
         continue;  // half arithmetic cannot build here; covered on devices with cl_khr_fp16
-      auto m = GenerateCode(*g, *opt);
+      auto m = GenerateCode(g, *opt);
       ASSERT_TRUE(m.ok()) << profile << ": " << m.status().ToString();
       EXPECT_EQ(m->profile, profile);
       auto e = Executor::Create(dev.device, *m);
@@ -432,25 +463,15 @@ TEST(Profiles, AGpuOfNoProfileOfOursGetsTheGpuKernels) {
 
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
-  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
-  ASSERT_TRUE(g.ok());
-  ASSERT_TRUE(InferShapes(*g).ok());
-  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(LoadOptimized("driving_vision_small.onnx", &g));
   std::vector<Tensor> feeds;
-  Rng rng(22);
-  for (TensorId id : g->inputs) {
-    const Tensor &t = g->tensor(id);
-    Bytes b(t.ByteSize());
-    for (uint8_t &v : b)
-      v = static_cast<uint8_t>(rng.Uniform(0, 256));
-    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
-    feeds.back().name = t.name;
-  }
+  ASSERT_NO_FATAL_FAILURE(RandomImages(g, 22, &feeds));
   std::vector<std::vector<Tensor>> results;
   for (const char *profile : {"cpu", "other"}) {
     auto opt = OptionsForProfile(profile, Precision::kFp32);
     ASSERT_TRUE(opt.ok());
-    auto m = GenerateCode(*g, *opt);
+    auto m = GenerateCode(g, *opt);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     EXPECT_EQ(m->profile, profile);
     auto e = Executor::Create(dev.device, *m);
@@ -459,11 +480,7 @@ TEST(Profiles, AGpuOfNoProfileOfOursGetsTheGpuKernels) {
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     results.push_back(*out);
   }
-  const Tensor &a = results[0][0], &b = results[1][0];
-  ASSERT_EQ(a.shape, b.shape);
-  for (int64_t i = 0; i < a.shape.NumElements(); i++)
-    ASSERT_NEAR(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)), 1e-5)
-        << "element " << i;
+  ExpectSameOutputs(results[0], results[1], 1e-5f, "cpu against other");
 }
 
 }  // namespace
@@ -477,28 +494,17 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
   ASSERT_TRUE(dev.device);
   if (!dev.device->caps().images)
     GTEST_SKIP() << "no image support";
-  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
-  ASSERT_TRUE(g.ok());
-  ASSERT_TRUE(InferShapes(*g).ok());
-  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(LoadOptimized("driving_vision_small.onnx", &g));
   std::vector<Tensor> feeds;
-  Rng rng(21);
-  for (TensorId id : g->inputs) {
-    const Tensor &t = g->tensor(id);
-    ASSERT_EQ(t.dtype, DType::kUInt8);
-    Bytes b(t.ByteSize());
-    for (uint8_t &v : b)
-      v = static_cast<uint8_t>(rng.Uniform(0, 256));
-    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
-    feeds.back().name = t.name;
-  }
+  ASSERT_NO_FATAL_FAILURE(RandomImages(g, 21, &feeds));
   for (Precision p : {Precision::kFp32, Precision::kFp16}) {
     std::vector<std::vector<Tensor>> results;
     for (const char *profile : {"cpu", "adreno"}) {
       auto opt = OptionsForProfile(profile, p);
       ASSERT_TRUE(opt.ok());
       opt->fp16_compute = opt->fp16_compute && dev.device->caps().fp16;
-      auto m = GenerateCode(*g, *opt);
+      auto m = GenerateCode(g, *opt);
       ASSERT_TRUE(m.ok()) << m.status().ToString();
       if (std::string(profile) == "adreno") {
         EXPECT_FALSE(m->images.empty());
@@ -509,11 +515,7 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
       ASSERT_TRUE(out.ok()) << out.status().ToString();
       results.push_back(*out);
     }
-    const Tensor &a = results[0][0], &b = results[1][0];
-    ASSERT_EQ(a.shape, b.shape);
-    for (int64_t i = 0; i < a.shape.NumElements(); i++)
-      ASSERT_NEAR(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)), 1e-5)
-          << PrecisionName(p) << " element " << i;
+    ExpectSameOutputs(results[0], results[1], 1e-5f, PrecisionName(p));
   }
 }
 
@@ -525,20 +527,10 @@ TEST(Profiles, ImageWeightsMatchBufferWeights) {
 TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device);
-  auto g = ImportOnnxFile(SourceRoot() + "/models/driving_vision_small.onnx");
-  ASSERT_TRUE(g.ok());
-  ASSERT_TRUE(InferShapes(*g).ok());
-  ASSERT_TRUE(OptimizeGraph(*g).ok());
+  Graph g;
+  ASSERT_NO_FATAL_FAILURE(LoadOptimized("driving_vision_small.onnx", &g));
   std::vector<Tensor> feeds;
-  Rng rng(22);
-  for (TensorId id : g->inputs) {
-    const Tensor &t = g->tensor(id);
-    Bytes b(t.ByteSize());
-    for (uint8_t &v : b)
-      v = static_cast<uint8_t>(rng.Uniform(0, 256));
-    feeds.push_back(MakeConstant(t.dtype, t.shape, b));
-    feeds.back().name = t.name;
-  }
+  ASSERT_NO_FATAL_FAILURE(RandomImages(g, 22, &feeds));
   auto define = [](const std::string &src, const std::string &name) {
     size_t at = src.find("#define " + name + " ");
     return at == std::string::npos ? -1 : std::stoi(src.substr(at + 9 + name.size()));
@@ -550,7 +542,7 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
     ASSERT_TRUE(opt.ok());
     opt->simd_lanes = lanes;
     opt->simd_registers = regs;
-    auto m = GenerateCode(*g, *opt);
+    auto m = GenerateCode(g, *opt);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     int most = 0, convs = 0, products = 0;
     for (const std::string &src : m->sources) {
@@ -583,14 +575,7 @@ TEST(Profiles, SimdWidthSetsTheBlockingNotTheResults) {
     results.push_back(*out);
   }
   EXPECT_GT(widest[0], widest[1]) << "AVX-512 blocks hold more channels than AVX2's";
-  ASSERT_EQ(results[0].size(), results[1].size());
-  for (size_t o = 0; o < results[0].size(); o++) {
-    const Tensor &a = results[0][o], &b = results[1][o];
-    ASSERT_EQ(a.shape, b.shape);
-    for (int64_t i = 0; i < a.shape.NumElements(); i++)
-      ASSERT_EQ(ToFloat(a, static_cast<size_t>(i)), ToFloat(b, static_cast<size_t>(i)))
-          << "output " << o << " element " << i;
-  }
+  ExpectSameOutputs(results[0], results[1], 0.0f, "AVX-512 against AVX2 blocking");
 }
 
 // Kernels that differ only in their sizes take them as arguments and share one program (a cold
