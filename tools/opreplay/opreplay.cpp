@@ -39,6 +39,7 @@
 #include "common/gstopevents.h"
 #include "drive/camera.h"
 #include "drive/log_io.h"
+#include "op/gstopcontext.h"
 #include "op/gstoptensor.h"
 #include "route.h"
 
@@ -605,6 +606,52 @@ int ParseArgs(int argc, char **argv, Options *o) {
   return -1;
 }
 
+// The OpenCL device, opened on a thread from the start of main: the platform's start-up (tens of
+// milliseconds with PoCL, which loads its compiler) overlaps reading the route and GStreamer's
+// plugin loading instead of following them in the first element's start. Every pipeline gets it
+// as its "op.cl.context", so a segmented route opens the device once. When it cannot be opened,
+// no context is set and the elements open the device themselves and post the error.
+class EarlyDevice {
+ public:
+  explicit EarlyDevice(const std::string &spec)
+      : opener_([this, spec] {
+          auto opened = gst_op_context_new(spec.c_str());
+          if (opened.ok())
+            ctx_ = opened.value();
+        }) {}
+  ~EarlyDevice() {
+    Wait();
+    if (ctx_)
+      gst_object_unref(ctx_);
+  }
+  EarlyDevice(const EarlyDevice &) = delete;
+  EarlyDevice &operator=(const EarlyDevice &) = delete;
+
+  // Sets the context on `pipeline` (its bin hands it to every element); says once where the
+  // device choice fell back, as the elements would have.
+  void Give(GstElement *pipeline) {
+    Wait();
+    if (!ctx_)
+      return;
+    const std::string &fallback = gst_op_context_get_device(ctx_)->fallback();
+    if (!fallback.empty() && !warned_)
+      std::fprintf(stderr, "opreplay: %s\n", fallback.c_str());
+    warned_ = true;
+    GstContext *context = gst_context_new_op_context(ctx_);
+    gst_element_set_context(pipeline, context);
+    gst_context_unref(context);
+  }
+
+ private:
+  void Wait() {
+    if (opener_.joinable())
+      opener_.join();
+  }
+  GstOpContext *ctx_ = nullptr;
+  bool warned_ = false;
+  std::thread opener_;
+};
+
 // One continuous stream through the pipeline: a route folder, or one stretch of consecutive good
 // segments of a segmented route (a fresh pipeline, so the model's state starts anew).
 struct PartInput {
@@ -639,7 +686,22 @@ struct PartResult {
   double first_message_s = -1.0;  // since opreplay started; < 0: none written
 };
 
-void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
+// opvision or oppolicy with the command line's model, device, precision and input dump; null
+// where the plugin has no such element. (transfer full)
+GstElement *MakeNet(const char *factory, const char *name, const std::string &model,
+                    const Options &o) {
+  GstElement *e = gst_element_factory_make(factory, name);
+  if (!e)
+    return nullptr;
+  gst_object_ref_sink(e);
+  g_object_set(e, "model", model.c_str(), "device", o.device.c_str(), nullptr);
+  gst_util_set_object_arg(G_OBJECT(e), "precision", o.precision.c_str());
+  if (!o.dump_inputs.empty())
+    g_object_set(e, "dump-inputs", o.dump_inputs.c_str(), nullptr);
+  return e;
+}
+
+void ReplayPart(const Options &o, const PartInput &in, EarlyDevice *device, PartResult *result) {
   const bool two_cameras = in.two_cameras;
   const std::vector<CalibrationChange> &changes = *in.changes;
   const std::string &rlog = in.rlog, &video = in.video, &sheet_png = in.sheet_png;
@@ -649,26 +711,16 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
   std::string d;
   d += in.road_src + " ! h265parse ! avdec_h265 name=road_dec ! ";
   d += o.video ? "tee name=road_tee road_tee. ! queue" : "queue";
-  d += nv12 + "opwarp name=road_warp" + dev + " ! net.img ";
+  d += nv12 + "opwarp name=road_warp" + dev + " ";
   if (two_cameras)
     d += in.wide_src + " ! h265parse ! avdec_h265 name=wide_dec ! queue" + nv12 +
-         "opwarp name=wide_warp model-input=big_img" + dev + " ! net.big_img ";
-  const std::string dump =
-      o.dump_inputs.empty() ? std::string() : " dump-inputs=" + Quote(o.dump_inputs);
-  if (!o.supercombo.empty()) {
-    d +=
-        "opvision name=net model=" + Quote(o.supercombo) + dev + " precision=" + o.precision + dump;
-  } else {
-    d += "opvision name=net model=" + Quote(o.vision) + dev + " precision=" + o.precision + dump +
-         " ! oppolicy name=policy model=" + Quote(o.policy) + dev + " precision=" + o.precision +
-         dump;
-  }
+         "opwarp name=wide_warp model-input=big_img" + dev + " ";
   auto num = [](double x) {  // locale-independent, as gst_parse reads it
     char buf[G_ASCII_DTOSTR_BUF_SIZE];
     return std::string(g_ascii_dtostr(buf, sizeof buf, x));
   };
   // The command line's car state; the log's values replace it frame by frame (route_state.h).
-  d += " ! tee name=model_tee model_tee. ! queue ! opmsgsink name=sink sync=false "
+  d += "tee name=model_tee model_tee. ! queue ! opmsgsink name=sink sync=false "
        "timestamps=stream v-ego=" +
        num(o.v_ego) + " lat-delay=" + num(o.lat_delay) + " long-delay=" + num(o.long_delay) +
        " location=" + Quote(rlog) + " ";
@@ -688,25 +740,77 @@ void ReplayPart(const Options &o, const PartInput &in, PartResult *result) {
          Quote(video) + " ";
     d += "ov_tee. ! queue ! fakesink name=sheet sync=false signal-handoffs=true";
   }
+  // ---- The networks first: made, given the device and set to READY before the rest of the
+  // pipeline is parsed, they load their models on threads of their own (ModelSlot::Preload) while
+  // GStreamer loads the decoders' plugin (libav and its libraries, about 90 ms here), instead of
+  // after it. They join the pipeline once it is parsed (no nested bin: the decoders' side is both
+  // upstream and downstream of them). An element that cannot get ready stays in NULL and fails
+  // again, with its error on the bus, when the pipeline starts.
+  const bool combined = !o.supercombo.empty();
+  GstElement *nets[2] = {MakeNet("opvision", "net", combined ? o.supercombo : o.vision, o),
+                         combined ? nullptr : MakeNet("oppolicy", "policy", o.policy, o)};
+  const bool missing = !nets[0] || (!combined && !nets[1]);
+  for (GstElement *net : nets)
+    if (net && !missing) {
+      device->Give(net);
+      gst_element_set_state(net, GST_STATE_READY);
+    }
   GError *error = nullptr;
   Run run;
-  run.pipeline = gst_parse_launch(d.c_str(), &error);
+  run.pipeline = missing ? nullptr : gst_parse_launch(d.c_str(), &error);
   if (!run.pipeline || error) {
-    std::fprintf(stderr, "opreplay: cannot build the pipeline: %s\n  %s\n",
-                 error ? error->message : "?", d.c_str());
+    if (missing)
+      std::fprintf(stderr, "opreplay: cannot build the pipeline: no element \"%s\"\n",
+                   nets[0] ? "oppolicy" : "opvision");
+    else
+      std::fprintf(stderr, "opreplay: cannot build the pipeline: %s\n  %s\n",
+                   error ? error->message : "?", d.c_str());
     // Our elements come from the project's plugin, which GStreamer finds only where told.
-    if (error && g_error_matches(error, GST_PARSE_ERROR, GST_PARSE_ERROR_NO_SUCH_ELEMENT) &&
-        std::strstr(error->message, "\"op"))
+    if (missing ||
+        (error && g_error_matches(error, GST_PARSE_ERROR, GST_PARSE_ERROR_NO_SUCH_ELEMENT) &&
+         std::strstr(error->message, "\"op")))
       std::fprintf(stderr,
                    "opreplay: the project's elements are not found: set GST_PLUGIN_PATH "
                    "to the build's plugins folder (e.g. build/plugins)\n");
     g_clear_error(&error);
     if (run.pipeline)
       gst_object_unref(run.pipeline);
+    for (GstElement *net : nets)
+      if (net) {
+        gst_element_set_state(net, GST_STATE_NULL);
+        gst_object_unref(net);
+      }
     result->failed = true;
     return;
   }
   GstBin *bin = GST_BIN(run.pipeline);
+  device->Give(run.pipeline);
+  {
+    // The open ends: the warps into the vision network, the last network into the messages' tee.
+    for (GstElement *net : nets)
+      if (net) {
+        gst_bin_add(bin, net);  // the bin holds it from here
+        gst_object_unref(net);
+      }
+    GstElement *road_warp = gst_bin_get_by_name(bin, "road_warp");
+    GstElement *wide_warp = gst_bin_get_by_name(bin, "wide_warp");
+    GstElement *tee = gst_bin_get_by_name(bin, "model_tee");
+    const bool linked =
+        gst_element_link_pads(road_warp, "src", nets[0], "img") &&
+        (!wide_warp || gst_element_link_pads(wide_warp, "src", nets[0], "big_img")) &&
+        (combined || gst_element_link(nets[0], nets[1])) &&
+        gst_element_link(combined ? nets[0] : nets[1], tee);
+    for (GstElement *e : {road_warp, wide_warp, tee})
+      if (e)
+        gst_object_unref(e);
+    if (!linked) {
+      std::fprintf(stderr, "opreplay: cannot link the networks into the pipeline\n");
+      gst_element_set_state(run.pipeline, GST_STATE_NULL);
+      gst_object_unref(run.pipeline);
+      result->failed = true;
+      return;
+    }
+  }
   if (in.stretch) {
     // Before FeedProbe: the calibration changes are in route time.
     for (auto [src, dec, camera] :
@@ -939,6 +1043,7 @@ int main(int argc, char **argv) {
   const int parsed = ParseArgs(argc, argv, &o);
   if (parsed >= 0)
     return parsed;
+  EarlyDevice device(o.device);
 
   // ---- The route: a folder with the camera files, or segments <route>--<n>.
   auto opened = op::replay::OpenRoute(o.route);
@@ -1006,7 +1111,7 @@ int main(int argc, char **argv) {
     in.video = video;
     in.sheet_png = sheet_png;
     in.max_frames = o.max_frames;
-    ReplayPart(o, in, &total);
+    ReplayPart(o, in, &device, &total);
   } else {
     // One pipeline per stretch; each writes its own log, appended to the route's in order. The
     // first stretch writes the video and contact sheet, later ones overlay-<n>.mkv (n: the
@@ -1030,7 +1135,7 @@ int main(int argc, char **argv) {
       in.sheet_png = i == 0 ? sheet_png : o.out + "/contact-sheet-" + n + ".png";
       in.max_frames = o.max_frames ? o.max_frames - total.road_frames : 0;
       PartResult part;
-      ReplayPart(o, in, &part);
+      ReplayPart(o, in, &device, &part);
       Accumulate(part, &total);
       op::Status st = AppendFile(in.rlog, rlog);
       if (!st.ok()) {
