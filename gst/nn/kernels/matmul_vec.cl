@@ -11,7 +11,7 @@
 // Defines: TA TB TC TR TY; A_SK (A's stride along k); B_PANEL; A_BOFF(b) B_BOFF(b) C_IDX(b,m,n)
 // R_IDX(b,m,n) (generated: in terms of the stride arguments below where those can say it);
 // RM V NV; ALPHA BETA; HAS_C HAS_RES RES_AFTER; ACT; ACTV and C_CONTIG (optional: the epilogue
-// on whole vectors, nn_common.cl); A_VEC4 (A's rows contiguous along k, with vector loads);
+// on whole vectors, nn_common.cl); A_VEC4 (A's rows contiguous along k: four k per step);
 // K_TAIL (k not all in fours: the one-k loop is compiled) and EDGE (N not a multiple of V * NV:
 // the partial blocks' paths are compiled), so that a kernel builds only the code its sizes use.
 // Arguments after the output: BATCH M N K; A_SM B_SK (row strides in elements); a_bs b_bs
@@ -76,8 +76,10 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
 #endif
     int k = 0;
 #if A_VEC4
-    // A's rows run along k: four k at a time, one float4 load per row instead of four scalar
-    // loads (the same FMAs in the same order).
+    // A's rows run along k: four k at a time. Each A value is loaded as a scalar and splat
+    // where it is used, which x86 compilers fold into the FMA (a broadcast memory operand, or
+    // a broadcast load). One float4 load per row split into four splats instead took a shuffle
+    // per splat on the port the FMAs share: the full-size policy ran 12 % slower.
     for (; k + 4 <= K; k += 4) {
       VF b0[NV], b1[NV], b2[NV], b3[NV];
 #pragma unroll
@@ -89,13 +91,14 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
       }
 #pragma unroll
       for (int i = 0; i < RM; i++) {
-        const float4 av = LOADV(TA, 4, a, arow[i] + k);
+        const float a0 = LOAD(TA, a, arow[i] + k), a1 = LOAD(TA, a, arow[i] + k + 1);
+        const float a2 = LOAD(TA, a, arow[i] + k + 2), a3 = LOAD(TA, a, arow[i] + k + 3);
 #pragma unroll
         for (int j = 0; j < NV; j++) {
-          acc[j * RM + i] = fma((VF)(av.s0), b0[j], acc[j * RM + i]);
-          acc[j * RM + i] = fma((VF)(av.s1), b1[j], acc[j * RM + i]);
-          acc[j * RM + i] = fma((VF)(av.s2), b2[j], acc[j * RM + i]);
-          acc[j * RM + i] = fma((VF)(av.s3), b3[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(a0), b0[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(a1), b1[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(a2), b2[j], acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(a3), b3[j], acc[j * RM + i]);
         }
       }
     }

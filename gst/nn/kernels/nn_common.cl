@@ -51,7 +51,25 @@
 
 // Vector loads of n consecutive elements as floatn (n = 2, 4, 8, 16), for the float tags.
 #define LDV_f32(n, p, i) NN_CAT(vload, n)(0, (p) + (i))
-#define LDV_f16(n, p, i) NN_CAT(vload_half, n)(0, (p) + (i))
+#define LDV_f16(n, p, i) NN_CAT(nn_vload_half, n)((p) + (i))
+#define nn_vload_half2(p) vload_half2(0, p)
+#define nn_vload_half4(p) vload_half4(0, p)
+#define nn_vload_half8(p) vload_half8(0, p)
+#if defined(__AVX512F__) && !defined(NN_FP16_COMPUTE)
+// Sixteen halves in one vcvtph2ps to a 512-bit register. PoCL's vload_half16 converts two
+// halves of eight and joins them: one more instruction per vector, on the port that the
+// products' FMAs share (the float16 weights of matmul_vec's panels go through here).
+typedef short nn_v16hi __attribute__((__vector_size__(32), __aligned__(2)));
+typedef float nn_v16sf __attribute__((__vector_size__(64)));
+static inline float16 nn_vload_half16(__global const half *p) {
+  const nn_v16hi h = *(__global const nn_v16hi *)p;
+  return __builtin_astype(
+      __builtin_ia32_vcvtph2ps512_mask(h, (nn_v16sf){}, (ushort)0xffff, 4 /* current rounding */),
+      float16);
+}
+#else
+#define nn_vload_half16(p) vload_half16(0, p)
+#endif
 #define LDV_h16(n, p, i) NN_CAT(convert_float, n)(NN_CAT(vload, n)(0, (p) + (i)))
 
 // Vector stores of a floatn to n consecutive elements, for the float tags without cl_khr_fp16.
