@@ -56,11 +56,13 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   const int bbase = b_off + B_BOFF(bt) + n0;
 #endif
 
-  // Rows past the edge repeat the last valid one; their results are not stored.
-  int arow[RM];
+  // Rows past the edge repeat the last valid one; their results are not stored. Row pointers,
+  // not offsets: the four loads per row and step address from one pointer and k, instead of a
+  // 32-bit sum sign-extended per load.
+  __global const STYPE(TA) *arow[RM];
 #pragma unroll
   for (int i = 0; i < RM; i++)
-    arow[i] = abase + min(m0 + i, M - 1) * A_SM;
+    arow[i] = a + abase + min(m0 + i, M - 1) * A_SM;
   // acc[j * RM + i]: row m0 + i, columns n0 + j * V ...
   VF acc[RM * NV];
 #pragma unroll
@@ -91,8 +93,8 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
       }
 #pragma unroll
       for (int i = 0; i < RM; i++) {
-        const float a0 = LOAD(TA, a, arow[i] + k), a1 = LOAD(TA, a, arow[i] + k + 1);
-        const float a2 = LOAD(TA, a, arow[i] + k + 2), a3 = LOAD(TA, a, arow[i] + k + 3);
+        const float a0 = LOAD(TA, arow[i], k), a1 = LOAD(TA, arow[i], k + 1);
+        const float a2 = LOAD(TA, arow[i], k + 2), a3 = LOAD(TA, arow[i], k + 3);
 #pragma unroll
         for (int j = 0; j < NV; j++) {
           acc[j * RM + i] = fma((VF)(a0), b0[j], acc[j * RM + i]);
@@ -111,7 +113,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
         bv[j] = B_ROW(k, j);
 #pragma unroll
       for (int i = 0; i < RM; i++) {
-        const VF av = (VF)(LOAD(TA, a, arow[i] + k * A_SK));
+        const VF av = (VF)(LOAD(TA, arow[i], k * A_SK));
 #pragma unroll
         for (int j = 0; j < NV; j++)
           acc[j * RM + i] = fma(av, bv[j], acc[j * RM + i]);
@@ -129,7 +131,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
         const VF bv = NN_CAT(vload, V)(0, t);
 #pragma unroll
         for (int i = 0; i < RM; i++)
-          acc[j * RM + i] = fma((VF)(LOAD(TA, a, arow[i] + k * A_SK)), bv, acc[j * RM + i]);
+          acc[j * RM + i] = fma((VF)(LOAD(TA, arow[i], k * A_SK)), bv, acc[j * RM + i]);
       }
     }
   }

@@ -59,9 +59,11 @@
 // Sixteen halves in one vcvtph2ps to a 512-bit register. PoCL's vload_half16 converts two
 // halves of eight and joins them: one more instruction per vector, on the port that the
 // products' FMAs share (the float16 weights of matmul_vec's panels go through here).
-typedef short nn_v16hi __attribute__((__vector_size__(32), __aligned__(2)));
-typedef float nn_v16sf __attribute__((__vector_size__(64)));
 static inline float16 nn_vload_half16(__global const half *p) {
+  // Typedefs in here: a program compiling several kernel sources together holds this file
+  // once per source, and a repeated file-scope typedef is a warning before C11.
+  typedef short nn_v16hi __attribute__((__vector_size__(32), __aligned__(2)));
+  typedef float nn_v16sf __attribute__((__vector_size__(64)));
   const nn_v16hi h = *(__global const nn_v16hi *)p;
   return __builtin_astype(
       __builtin_ia32_vcvtph2ps512_mask(h, (nn_v16sf){}, (ushort)0xffff, 4 /* current rounding */),
