@@ -147,6 +147,10 @@ def peak(build):
     return f"{isa.group(1)}, {isa.group(2)}", {int(k): float(v) for k, v in rows.items()}
 
 
+ROUND_MS = 100.0
+MAX_PER_ROUND = 200
+
+
 def networks(build, models, rounds, per_round, threads, tinygrad_devs, opencl_fp16, log):
     results = []
     for model in models:
@@ -176,13 +180,25 @@ def networks(build, models, rounds, per_round, threads, tinygrad_devs, opencl_fp
                                   env={"DEV": dev}))
         for w in workers:
             w.ready(timeout=None)
+        # Runs per round: at least per_round, more for fast models, so that a round of the
+        # slowest engine lasts about ROUND_MS (a sub-millisecond model's median over 20 runs on
+        # a shared machine moved by a third between benchmark runs). One probe run per engine
+        # sets the count, the same for all.
+        probe = []
+        for w in workers:
+            w.run(1)
+            if w.times:
+                probe.append(w.times.pop())
+        n = per_round
+        if probe:
+            n = max(per_round, min(MAX_PER_ROUND, int(ROUND_MS / max(max(probe), 1e-3))))
         for r in range(rounds):
             for w in workers:
-                w.run(per_round)
+                w.run(n)
         for w in workers:
             w.close()
         ours = workers[0]
-        row = {"model": model, "flops": ours.info.get("flops"), "peers": {}}
+        row = {"model": model, "flops": ours.info.get("flops"), "peers": {}, "per_round": n}
         for w in workers:
             if w.error or not w.times:
                 row["peers"][w.name] = {"error": w.error or "no runs"}
@@ -463,7 +479,8 @@ def write_report(path, sections):
 
 
 def fmt_ms(x):
-    return "—" if x is None else f"{x:.2f}"
+    """A time in milliseconds: three decimals under 1 ms (the small policy's), else two."""
+    return "—" if x is None else f"{x:.3f}" if x < 1 else f"{x:.2f}"
 
 
 def main():
@@ -512,8 +529,10 @@ def main():
     tg = [] if a.no_tinygrad else ["CPU", "CL"]
     rounds, per_round = (3, 3) if a.quick else (5, 4)
     res = networks(a.build, models, rounds, per_round, threads, tg, m["fp16"], log)
-    lines = [f"Batch 1, fp32 storage for ours, random inputs. {rounds} rounds × {per_round} runs "
-             f"per engine, engines interleaved round by round. onnxruntime on the CPU with "
+    lines = [f"Batch 1, fp32 storage for ours, random inputs. {rounds} rounds per engine, "
+             f"engines interleaved round by round; each round {per_round} runs or more, as many "
+             f"as fill about {ROUND_MS:.0f} ms of the slowest engine (at most {MAX_PER_ROUND}; "
+             f"runs per round in the table). onnxruntime on the CPU with "
              f"{threads} threads; tinygrad {', '.join('DEV=' + d for d in tg) or '(skipped)'} "
              f"with TinyJit" + ("" if m["fp16"] or "CL" not in tg else
                                 "; tinygrad CL runs each model's float32 twin (float16 "
@@ -525,22 +544,22 @@ def main():
              "most ops in float32 and inserts casts around them) and the model's float32 twin. "
              "Ratio = our median / peer median; the summary below compares us with the faster "
              "onnxruntime figure.", "",
-             "| model | engine | median ms | p90 ms | GFLOP/s | % of peak | our time ÷ peer's |",
-             "|---|---|---|---|---|---|---|"]
+             "| model | engine | median ms | p90 ms | runs | GFLOP/s | % of peak | our time ÷ peer's |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in res:
         if row.get("missing"):
             lines.append(f"| {row['model']} | — | not present (generate with models/generate.py) "
-                         f"| | | | |")
+                         f"| | | | | |")
             continue
         ours = row["peers"]["ours"].get("median")
         for name, p in row["peers"].items():
             if "error" in p:
                 lines.append(f"| {os.path.basename(row['model'])} | {name} | failed: "
-                             f"{p['error'][:80]} | | | | |")
+                             f"{p['error'][:80]} | | | | | |")
                 continue
             gf = row["flops"] / (p["median"] * 1e6) if row["flops"] else None
-            lines.append(f"| {os.path.basename(row['model'])} | {name} | {p['median']:.2f} | "
-                         f"{p['p90']:.2f} | {gf:.1f} | {100 * gf / peak_all:.1f}% | "
+            lines.append(f"| {os.path.basename(row['model'])} | {name} | {fmt_ms(p['median'])} | "
+                         f"{fmt_ms(p['p90'])} | {p['runs']} | {gf:.1f} | {100 * gf / peak_all:.1f}% | "
                          f"{'—' if name == 'ours' else ratio(ours, p['median'])} |")
     lines += ["", "Against onnxruntime's faster figure (model as given or float32 twin):", "",
               "| model | ours ms | onnxruntime's faster ms | which | our time ÷ onnxruntime's |",
@@ -556,7 +575,7 @@ def main():
                          f"not measured | n/a |")
             continue
         best, which = min(orts)
-        lines.append(f"| {os.path.basename(row['model'])} | {ours:.2f} | {best:.2f} | {which} | "
+        lines.append(f"| {os.path.basename(row['model'])} | {fmt_ms(ours)} | {fmt_ms(best)} | {which} | "
                      f"{ratio(ours, best)} |")
     sections.append(("Networks", "\n".join(lines)))
 
