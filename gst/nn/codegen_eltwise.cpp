@@ -831,10 +831,72 @@ Status LayoutLowering::Pad() {
   return EmitMap(e, m, label);
 }
 
+// The CPU profile's Concat where the output and every input (a folded Cast's source for a
+// folded Cast) are float32 buffers: each output row (the elements before the axis fix a row) is
+// the inputs' rows one after the other, and a work-item copies 16 consecutive elements of one
+// input's row with one vector load and store, rounding them to half where the input is a
+// folded Cast. The generic map below computes every element's coordinates by division and
+// picks its input by comparisons: the policies' 13,056-element Concat took 12-15 us so.
+bool ConcatRowsApply(const Emitter &e, const Node &node) {
+  if (e.opt.profile != cl::Profile::kCpu || node.outputs.empty() || node.outputs[0] == kNoTensor ||
+      e.Tag(node.outputs[0]) != "f32")
+    return false;
+  for (TensorId t : node.inputs) {
+    if (t == kNoTensor)
+      continue;
+    auto folded = e.rounded_by_concat.find(t);
+    if (e.Tag(folded == e.rounded_by_concat.end() ? t : folded->second) != "f32")
+      return false;
+  }
+  return true;
+}
+
+Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
+  const TensorId y = node.outputs[0];
+  const std::vector<int64_t> &out = e.Dims(y);
+  int64_t rows = 1;
+  for (size_t d = 0; d < ax; d++)
+    rows *= out[d];
+  const int64_t row = Product(out) / std::max<int64_t>(rows, 1);  // the output row's length
+  MapKernel m;
+  m.output = y;
+  std::string body;
+  int64_t offset = 0, chunks = 0;
+  for (TensorId t : node.inputs) {
+    if (t == kNoTensor || Product(e.Dims(t)) == 0)
+      continue;
+    const int64_t len = Product(e.Dims(t)) / std::max<int64_t>(rows, 1);
+    auto folded = e.rounded_by_concat.find(t);
+    const bool round = folded != e.rounded_by_concat.end();
+    const std::string k = std::to_string(m.inputs.size());
+    m.inputs.push_back(round ? folded->second : t);
+    const int64_t first = chunks;
+    chunks += (len + 15) / 16;
+    const std::string n = std::to_string(len);
+    body += (body.empty() ? "" : " else ") + std::string("if (c < ") + std::to_string(chunks) +
+            ") { const uint e0 = (c - " + std::to_string(first) +
+            ") * 16; __global const float *s = in" + k + " + in" + k + "_off + r * " + n +
+            "; __global float *d = out0 + out0_off + r * " + std::to_string(row) + " + " +
+            std::to_string(offset) + "; if (e0 + 16 <= " + n + ") vstore16(" +
+            (round ? "nn_round_half16(vload16(0, s + e0))" : "vload16(0, s + e0)") +
+            ", 0, d + e0); else for (uint j = e0; j < " + n +
+            "; j++) d[j] = " + (round ? "nn_round_half(s[j])" : "s[j]") + "; }";
+    offset += len;
+  }
+  if (m.inputs.empty())
+    return Status::Ok();
+  m.space = {rows * chunks};
+  m.body = "const uint r = i / " + std::to_string(chunks) + ", c = i - r * " +
+           std::to_string(chunks) + "; " + body;
+  return EmitMap(e, m, node.Describe());
+}
+
 Status LayoutLowering::Concat() {
   OP_ASSIGN_OR_RETURN(int64_t axis,
                       NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(r)));
   const size_t ax = static_cast<size_t>(axis);
+  if (ConcatRowsApply(e, node))
+    return ConcatRows(e, node, ax);
   // One launch over the output: each element reads the input its coordinate along the axis
   // falls in (a launch per input cost a dispatch each, which small networks feel).
   int64_t offset = 0;

@@ -625,6 +625,54 @@ TEST(Cast, RoundsToHalfLikeTheInterpreterInBlocksAndTail) {
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Cast to float16");
 }
 
+// The CPU profile's Concat copies rows 16 values at a time and rounds to half the inputs that
+// are rounding Casts read by it alone (the Casts get no launch): equal to the interpreter's
+// values (tolerance 0) on rows with 16-value blocks and tails, ties at many exponents, and an
+// input whose Cast has another reader (kept, and not rounded twice).
+TEST(Concat, RoundsTheCastsItFoldsLikeTheInterpreter) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  Rng rng(21);
+  Builder b;
+  auto input = [&](const char *name, int64_t w) {
+    const Shape shape({2, 3, w});
+    std::vector<float> x;
+    for (int64_t i = 0; i < shape.NumElements(); i++) {
+      const float m = rng.Uniform(1.f, 2.f);
+      // Every third value halfway between two neighbouring halves (a tie), the others random.
+      const float tie = 1.f + std::ldexp(2.f * std::floor(m * 512.f) + 1.f, -11);
+      const float v = std::ldexp(i % 3 == 0 ? tie : m, static_cast<int>(i % 30) - 16);
+      x.push_back(i % 2 ? -v : v);
+    }
+    Bytes bytes(x.size() * sizeof(float));
+    std::memcpy(bytes.data(), x.data(), bytes.size());
+    return b.InputTyped(name, DType::kFloat32, shape, bytes);
+  };
+  const Attributes to_half = A({{"to", int64_t{10}}});
+  TensorId h1 = b.Add(OpKind::kCast, {input("x1", 37)}, to_half);  // two blocks and a tail of 5
+  TensorId h2 = b.Add(OpKind::kCast, {input("x2", 16)}, to_half);  // one block
+  TensorId h3 = b.Add(OpKind::kCast, {input("x3", 9)}, to_half);   // a tail; read twice
+  TensorId cat = b.Add(OpKind::kConcat, {h1, h3, h2}, A({{"axis", int64_t{2}}}));
+  b.Output(b.Add(OpKind::kCast, {cat}, A({{"to", int64_t{1}}})));
+  b.Output(b.Add(OpKind::kCast, {h3}, A({{"to", int64_t{1}}})));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto model = GenerateCode(b.g, OptionsForDevice(dev.device->caps(), Precision::kFp32));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  if (dev.device->caps().profile == cl::Profile::kCpu) {
+    // Of the three rounding Casts only h3's (read twice) is launched.
+    std::string labels;
+    for (const KernelDesc &k : model->kernels)
+      labels += k.label + "; ";
+    int rounding = 0;
+    for (const Node &n : b.g.nodes)
+      if (n.op == OpKind::kCast && b.g.tensor(n.outputs[0]).dtype == DType::kFloat16)
+        for (const KernelDesc &k : model->kernels)
+          rounding += k.label == n.Describe();
+    EXPECT_EQ(rounding, 1) << labels;
+  }
+  ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Concat of rounding Casts");
+}
+
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
 // the last place of the float32 result: within the 1.5 ulps its comment states, over [-12, 12]
 // and small magnitudes down to 1e-8, and the special values: NaN stays NaN, +-inf gives +-1,

@@ -59,7 +59,7 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   // Rows past the edge repeat the last valid one; their results are not stored. Row pointers,
   // not offsets: the four loads per row and step address from one pointer and k, instead of a
   // 32-bit sum sign-extended per load.
-  __global const STYPE(TA) *arow[RM];
+  __global const STYPE(TA) * arow[RM];
 #pragma unroll
   for (int i = 0; i < RM; i++)
     arow[i] = a + abase + min(m0 + i, M - 1) * A_SM;
