@@ -2263,10 +2263,48 @@ void FoldRoundingCastsIntoConcats(Emitter &e) {
   }
 }
 
+// A Gather of one constant index along an axis with only ones before it picks a contiguous
+// part of its input: the part's offset, in elements, or nothing. Not where the input is a
+// constant (kernels read a constant root's data whole) or the output is a graph output.
+std::optional<int64_t> ContiguousGather(const Emitter &e, const Node &node) {
+  if (node.op != OpKind::kGather || node.inputs.size() != 2 || node.outputs.empty() ||
+      node.outputs[0] == kNoTensor)
+    return std::nullopt;
+  const TensorId x = node.inputs[0], idx = node.inputs[1], y = node.outputs[0];
+  if (x == kNoTensor || idx == kNoTensor || !e.T(idx).is_constant() ||
+      e.T(e.Root(x)).is_constant() || e.T(y).is_output || e.T(x).dtype != e.T(y).dtype ||
+      Product(e.Dims(idx)) != 1)
+    return std::nullopt;
+  const std::vector<int64_t> &dims = e.Dims(x);
+  auto axis = NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(dims.size()));
+  if (!axis.ok())
+    return std::nullopt;
+  const size_t a = static_cast<size_t>(*axis);
+  for (size_t d = 0; d < a; d++)
+    if (dims[d] != 1)
+      return std::nullopt;
+  const auto ints = ConstantInts(e.T(idx));
+  if (!ints.ok() || ints->empty())
+    return std::nullopt;
+  int64_t i = (*ints)[0];
+  if (i < 0)
+    i += dims[a];
+  if (i < 0 || i >= dims[a])
+    return std::nullopt;
+  const int64_t inner = Product(dims) / std::max<int64_t>(dims[a], 1);
+  if (Product(e.Dims(y)) != inner)
+    return std::nullopt;
+  return i * inner;
+}
+
 Status BindIo(Emitter &e, OutputCopies *copies) {
   Graph &g = e.graph;
   AliasWideningCasts(e);
   for (const Node &node : g.nodes) {
+    if (const std::optional<int64_t> at = ContiguousGather(e, node)) {
+      e.AliasView(node.outputs[0], node.inputs[0], *at);  // the policies' last time step
+      continue;
+    }
     if (!IsAliasOp(node.op) || node.outputs.empty() || node.outputs[0] == kNoTensor)
       continue;
     TensorId in = node.inputs[0], out = node.outputs[0];
@@ -2280,7 +2318,7 @@ Status BindIo(Emitter &e, OutputCopies *copies) {
     TensorId o = g.outputs[j];
     TensorId r = e.Root(o);
     const Tensor &rt = g.tensor(r);
-    if (rt.is_input || rt.is_constant() || e.io_output.count(r)) {
+    if (rt.is_input || rt.is_constant() || e.io_output.count(r) || e.IsView(o)) {
       TensorId dst = e.NewTensor(g.tensor(o).name + "_out", g.tensor(o).dtype, e.Dims(o));
       copies->push_back({o, dst});
       e.io_output[dst] = static_cast<uint32_t>(j);
@@ -2306,6 +2344,8 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
       continue;  // AliasWideningCasts made it an alias
     if (node.op == OpKind::kCast && e.rounded_by_concat.count(node.outputs[0]))
       continue;  // FoldRoundingCastsIntoConcats: its Concat rounds
+    if (node.op == OpKind::kGather && e.Root(node.outputs[0]) != node.outputs[0])
+      continue;  // a view of its input (ContiguousGather)
     for (TensorId t : node.inputs)
       if (t != kNoTensor && e.Tag(t).empty())
         return Unsupported(NodeWhere(node) + ": input '" + g.tensor(t).name + "' of type " +
@@ -2480,7 +2520,11 @@ void EmitLaunchList(const Emitter &e, const Storage &st, CompiledModel *m) {
       const Tensor &t = g.tensor(r);
       BufferRef b;
       b.element_bytes = e.StorageBytes(r);
-      b.size = static_cast<uint64_t>(Product(t.shape.dims)) * b.element_bytes;
+      // A view (AliasView) is its own size, at its offset into the root's storage.
+      const int64_t view = e.ViewOffset(a.tensor);
+      b.size = static_cast<uint64_t>(
+                   Product(e.IsView(a.tensor) ? g.tensor(a.tensor).shape.dims : t.shape.dims)) *
+               b.element_bytes;
       if (t.is_input) {
         b.kind = BufferKind::kInput;
         b.index = st.input_index.at(r);
@@ -2494,6 +2538,7 @@ void EmitLaunchList(const Emitter &e, const Storage &st, CompiledModel *m) {
         b.kind = BufferKind::kArena;
         b.offset = st.plan.offsets[st.arena_index.at(r)];
       }
+      b.offset += static_cast<uint64_t>(view) * b.element_bytes;
       kd.args.push_back(KernelArg::Buffer(b));
     }
     m->kernels.push_back(std::move(kd));

@@ -53,6 +53,7 @@ class Emitter {
   Graph graph;  // a working copy: code generation may add tensors (copies, temporaries)
   const CodegenOptions &opt;
   std::vector<TensorId> alias;  // alias[t]: the tensor whose storage t shares (t itself if none)
+  std::map<TensorId, int64_t> view_offset;  // AliasView: where t starts in its root, in elements
   std::vector<Pending> kernels;
   // Tensors whose storage is an output buffer: tensor → output index.
   std::map<TensorId, uint32_t> io_output;
@@ -73,7 +74,24 @@ class Emitter {
   const std::vector<int64_t> &Dims(TensorId t) const { return graph.tensor(t).shape.dims; }
   TensorId Root(TensorId t) const;
   // `out` shares the storage of `in` (Reshape and friends); no kernel.
-  void Alias(TensorId out, TensorId in) { alias[out] = Root(in); }
+  void Alias(TensorId out, TensorId in) {
+    alias[out] = Root(in);
+    if (IsView(in))
+      view_offset[out] = ViewOffset(in);
+  }
+  // `out` is the contiguous part of `in` that starts `elements` in (a Gather of one index along
+  // an axis with only ones before it); no kernel.
+  void AliasView(TensorId out, TensorId in, int64_t elements) {
+    alias[out] = Root(in);
+    view_offset[out] = ViewOffset(in) + elements;
+  }
+  // Whether t is a part of its root's storage (AliasView, or an alias of one), and where it
+  // starts there, in elements (0 for any other tensor).
+  bool IsView(TensorId t) const { return view_offset.count(t) != 0; }
+  int64_t ViewOffset(TensorId t) const {
+    auto it = view_offset.find(t);
+    return it == view_offset.end() ? 0 : it->second;
+  }
   // A new intermediate tensor (for epilogues that cannot be fused).
   TensorId NewTensor(const std::string &name, DType dtype, std::vector<int64_t> dims);
   // A new constant (weights re-laid out for a kernel); packed like the model's own constants.

@@ -673,6 +673,39 @@ TEST(Concat, RoundsTheCastsItFoldsLikeTheInterpreter) {
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Concat of rounding Casts");
 }
 
+// A Gather of one constant index along an axis with only ones before it reads a contiguous part
+// of its input: no launch, its readers take that part at its offset (the policies' last time
+// step), also through a Reshape and as a graph output (copied out). A Gather whose part is not
+// contiguous keeps its kernel. Equal to the interpreter's values.
+TEST(Gather, OfOneIndexWithOnesBeforeItIsAView) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  Builder b;
+  TensorId x = b.Input("x", Shape({1, 25, 24}));
+  TensorId h = b.Add(OpKind::kRelu, {x});  // an arena tensor
+  const Attributes on_time = A({{"axis", int64_t{1}}});
+  TensorId last = b.Add(OpKind::kGather, {h, b.Const(MakeInt64Constant({24}, Shape({})))}, on_time);
+  TensorId third = b.Add(OpKind::kGather, {x, b.Const(MakeInt64Constant({-3}, Shape({1})))},
+                         on_time);  // of the graph input, negative, kept as [1, 1, 24]
+  TensorId column = b.Add(OpKind::kGather, {h, b.Const(MakeInt64Constant({2}, Shape({})))},
+                          A({{"axis", int64_t{2}}}));  // 25 values 24 apart: not contiguous
+  b.Output(b.Add(OpKind::kAdd, {last, last}));
+  b.Output(b.Add(OpKind::kReshape, {third, b.Const(MakeInt64Constant({24}, Shape({1})))}));
+  b.Output(b.Add(OpKind::kMul, {column, column}));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto model = GenerateCode(b.g, OptionsForDevice(dev.device->caps(), Precision::kFp32));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::string labels;
+  int gathers = 0;
+  for (const KernelDesc &k : model->kernels) {
+    labels += k.label + "; ";
+    for (const Node &n : b.g.nodes)
+      gathers += n.op == OpKind::kGather && k.label == n.Describe();
+  }
+  EXPECT_EQ(gathers, 1) << labels;  // the column's
+  ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Gather views");
+}
+
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
 // the last place of the float32 result: within the 1.5 ulps its comment states, over [-12, 12]
 // and small magnitudes down to 1e-8, and the special values: NaN stays NaN, +-inf gives +-1,
