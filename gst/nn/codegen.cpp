@@ -2229,37 +2229,68 @@ void AliasWideningCasts(Emitter &e) {
   }
 }
 
-// A Cast from float32 to float16 held in float32 storage rounds; where its output is read only
-// by a Concat that copies rows (gen::ConcatRowsApply), that Concat rounds as it copies and the
-// Cast gets no launch (the policies' input Casts: two launches fewer, and no pass over the
-// inputs before the Concat's).
-void FoldRoundingCastsIntoConcats(Emitter &e) {
+// What a Concat that copies rows (gen::ConcatRowsApply) can compute as it copies, so that the
+// node producing its input gets no launch; the input must be read by that Concat alone:
+// - a Cast from float32 to float16 held in float32 storage (a rounding): the policies' input
+//   Casts, two launches fewer and no pass over the inputs before the Concat's;
+// - a ReduceMean over one axis with only ones before it, into a Concat whose rows are one (the
+//   policies' mean over time): summed in the reduce kernel's order and divided alike, the same
+//   values.
+void FoldIntoConcats(Emitter &e) {
   const Graph &g = e.graph;
   const std::vector<int> producers = g.Producers();
   const std::vector<int> uses = g.UseCounts();  // graph outputs count too
+  using Fold = Emitter::ConcatFold;
   for (const Node &node : g.nodes) {
-    if (node.op != OpKind::kConcat)
+    if (node.op != OpKind::kConcat || node.outputs.empty() || node.outputs[0] == kNoTensor)
       continue;
+    const std::vector<int64_t> &out = e.Dims(node.outputs[0]);
+    auto axis = NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(out.size()));
+    if (!axis.ok())
+      continue;
+    int64_t rows = 1;
+    for (int64_t d = 0; d < *axis; d++)
+      rows *= out[static_cast<size_t>(d)];
     std::vector<TensorId> folded;
     for (TensorId t : node.inputs) {
-      if (t == kNoTensor || uses[static_cast<size_t>(t)] != 1 || e.Root(t) != t || e.IsIo(t))
+      if (t == kNoTensor || uses[static_cast<size_t>(t)] != 1 || e.Root(t) != t || e.IsIo(t) ||
+          e.Tag(t) != "f32")
         continue;
       const int p = producers[static_cast<size_t>(t)];
       if (p < 0)
         continue;
-      const Node &cast = g.nodes[static_cast<size_t>(p)];
-      if (cast.op != OpKind::kCast || cast.input(0) == kNoTensor)
+      const Node &src = g.nodes[static_cast<size_t>(p)];
+      if (src.input(0) == kNoTensor || e.Tag(src.input(0)) != "f32")
         continue;
-      const TensorId x = cast.input(0);
-      if (g.tensor(x).dtype != DType::kFloat32 || g.tensor(t).dtype != DType::kFloat16 ||
-          e.Tag(t) != "f32")
+      const TensorId x = src.input(0);
+      if (src.op == OpKind::kCast && g.tensor(x).dtype == DType::kFloat32 &&
+          g.tensor(t).dtype == DType::kFloat16) {
+        e.folded_by_concat[t] = Fold{Fold::Kind::kRound, x, 0};
+        folded.push_back(t);
         continue;
-      e.rounded_by_concat[t] = x;
+      }
+      if (src.op != OpKind::kReduceMean || rows != 1 || src.input(1) != kNoTensor ||
+          g.tensor(x).dtype != g.tensor(t).dtype)
+        continue;
+      const std::vector<int64_t> axes = src.attrs.Ints("axes");
+      const std::vector<int64_t> &xd = e.Dims(x);
+      if (axes.size() != 1)
+        continue;
+      auto a = NormalizeAxis(axes[0], static_cast<int64_t>(xd.size()));
+      if (!a.ok())
+        continue;
+      bool ones = true;
+      for (int64_t d = 0; d < *a; d++)
+        ones = ones && xd[static_cast<size_t>(d)] == 1;
+      const int64_t count = xd[static_cast<size_t>(*a)];
+      if (!ones || count < 1 || Product(xd) != count * Product(e.Dims(t)))
+        continue;
+      e.folded_by_concat[t] = Fold{Fold::Kind::kMean, x, count};
       folded.push_back(t);
     }
     if (!folded.empty() && !gen::ConcatRowsApply(e, node))
       for (TensorId t : folded)
-        e.rounded_by_concat.erase(t);
+        e.folded_by_concat.erase(t);
   }
 }
 
@@ -2326,7 +2357,7 @@ Status BindIo(Emitter &e, OutputCopies *copies) {
       e.io_output[r] = static_cast<uint32_t>(j);
     }
   }
-  FoldRoundingCastsIntoConcats(e);
+  FoldIntoConcats(e);
   return Status::Ok();
 }
 
@@ -2342,8 +2373,8 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
       continue;
     if (node.op == OpKind::kCast && e.Root(node.outputs[0]) != node.outputs[0])
       continue;  // AliasWideningCasts made it an alias
-    if (node.op == OpKind::kCast && e.rounded_by_concat.count(node.outputs[0]))
-      continue;  // FoldRoundingCastsIntoConcats: its Concat rounds
+    if (e.folded_by_concat.count(node.outputs[0]))
+      continue;  // FoldIntoConcats: its Concat computes it
     if (node.op == OpKind::kGather && e.Root(node.outputs[0]) != node.outputs[0])
       continue;  // a view of its input (ContiguousGather)
     for (TensorId t : node.inputs)

@@ -844,8 +844,8 @@ bool ConcatRowsApply(const Emitter &e, const Node &node) {
   for (TensorId t : node.inputs) {
     if (t == kNoTensor)
       continue;
-    auto folded = e.rounded_by_concat.find(t);
-    if (e.Tag(folded == e.rounded_by_concat.end() ? t : folded->second) != "f32")
+    auto folded = e.folded_by_concat.find(t);
+    if (e.Tag(folded == e.folded_by_concat.end() ? t : folded->second.source) != "f32")
       return false;
   }
   return true;
@@ -866,21 +866,32 @@ Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
     if (t == kNoTensor || Product(e.Dims(t)) == 0)
       continue;
     const int64_t len = Product(e.Dims(t)) / std::max<int64_t>(rows, 1);
-    auto folded = e.rounded_by_concat.find(t);
-    const bool round = folded != e.rounded_by_concat.end();
+    auto folded = e.folded_by_concat.find(t);
+    using Kind = Emitter::ConcatFold::Kind;
+    const bool round = folded != e.folded_by_concat.end() && folded->second.kind == Kind::kRound;
+    const bool mean = folded != e.folded_by_concat.end() && folded->second.kind == Kind::kMean;
     const std::string k = std::to_string(m.inputs.size());
-    m.inputs.push_back(round ? folded->second : t);
+    m.inputs.push_back(folded != e.folded_by_concat.end() ? folded->second.source : t);
     const int64_t first = chunks;
     chunks += (len + 15) / 16;
     const std::string n = std::to_string(len);
+    std::string vec = "vload16(0, s + e0)", one = "s[j]";
+    if (round) {
+      vec = "nn_round_half16(" + vec + ")";
+      one = "nn_round_half(" + one + ")";
+    } else if (mean) {
+      // As the reduce kernel: from 0, the rows in order, then divided by their count.
+      const std::string count = std::to_string(folded->second.count);
+      const std::string divisor = FloatLit(static_cast<double>(folded->second.count));
+      vec = "nn_mean16(s + e0, " + n + ", " + count + ", " + divisor + ")";
+      one = "nn_mean1(s + j, " + n + ", " + count + ", " + divisor + ")";
+    }
     body += (body.empty() ? "" : " else ") + std::string("if (c < ") + std::to_string(chunks) +
             ") { const uint e0 = (c - " + std::to_string(first) +
             ") * 16; __global const float *s = in" + k + " + in" + k + "_off + r * " + n +
             "; __global float *d = out0 + out0_off + r * " + std::to_string(row) + " + " +
-            std::to_string(offset) + "; if (e0 + 16 <= " + n + ") vstore16(" +
-            (round ? "nn_round_half16(vload16(0, s + e0))" : "vload16(0, s + e0)") +
-            ", 0, d + e0); else for (uint j = e0; j < " + n +
-            "; j++) d[j] = " + (round ? "nn_round_half(s[j])" : "s[j]") + "; }";
+            std::to_string(offset) + "; if (e0 + 16 <= " + n + ") vstore16(" + vec +
+            ", 0, d + e0); else for (uint j = e0; j < " + n + "; j++) d[j] = " + one + "; }";
     offset += len;
   }
   if (m.inputs.empty())

@@ -63,10 +63,16 @@ class Emitter {
   // Float16 constants kept in half storage whatever the precision: weights laid out for a kernel
   // that widens them as it loads them (vload_half), exactly, in half the bytes.
   std::set<TensorId> keep_half;
-  // Rounding Casts (float32 to float16 held in float32 storage) that the one Concat reading
-  // them does itself, as it copies: Cast output → the Cast's input. The Casts get no launch
-  // (FoldRoundingCastsIntoConcats in codegen.cpp, ConcatRows in codegen_eltwise.cpp).
-  std::map<TensorId, TensorId> rounded_by_concat;
+  // What the one Concat reading a tensor computes itself as it copies, so that the tensor's
+  // own node gets no launch (FoldIntoConcats in codegen.cpp, ConcatRows in codegen_eltwise.cpp):
+  // a rounding Cast (float32 to float16 held in float32 storage) of `source`, or the mean of
+  // `count` consecutive rows of `source` (a ReduceMean over one axis with only ones before it).
+  struct ConcatFold {
+    enum class Kind { kRound, kMean } kind = Kind::kRound;
+    TensorId source = kNoTensor;
+    int64_t count = 0;  // kMean: the rows averaged
+  };
+  std::map<TensorId, ConcatFold> folded_by_concat;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;
 
@@ -143,7 +149,7 @@ Status LowerLayout(Emitter &e, const Node &node);
 // dst = src (same element count), converting between their storage tags.
 Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label);
 // Whether `node` (a Concat) takes the CPU profile's row-copying kernel, with the rounding Casts
-// already in Emitter::rounded_by_concat.
+// already in Emitter::folded_by_concat.
 bool ConcatRowsApply(const Emitter &e, const Node &node);
 // dst = a + b (broadcast), with an optional activation applied before or after the add: the
 // epilogue of a fused node whose residual the compute kernel could not take.

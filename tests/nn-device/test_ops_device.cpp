@@ -673,6 +673,57 @@ TEST(Concat, RoundsTheCastsItFoldsLikeTheInterpreter) {
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Concat of rounding Casts");
 }
 
+// The CPU profile's Concat computes a ReduceMean it alone reads, over one axis with only ones
+// before it (the policies' mean over time, [1, 25, C] -> [1, C]): the mean gets no launch, and
+// its values equal, bit for bit, those of the same graph where the mean is also an output (so
+// the reduce kernel computes it), and the interpreter's within float rounding; a mean over an
+// axis with other sizes before it keeps its kernel.
+TEST(Concat, ComputesTheMeansItFoldsLikeTheReduceKernel) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto build = [](Builder &b, bool mean_out) {
+    TensorId x = b.Add(OpKind::kRelu, {b.Input("x", Shape({1, 25, 37}))});  // blocks and a tail
+    TensorId z = b.Input("z", Shape({2, 3, 37}));
+    const Attributes over_time = A({{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t{0}}});
+    TensorId mean = b.Add(OpKind::kReduceMean, {x}, over_time);
+    TensorId kept = b.Add(OpKind::kReduceMean, {z}, over_time);  // 2 x 37 means: not folded
+    TensorId flat =
+        b.Add(OpKind::kReshape, {kept, b.Const(MakeInt64Constant({1, 74}, Shape({2})))});
+    b.Output(b.Add(OpKind::kConcat, {mean, flat, b.Input("w", Shape({1, 5}))},
+                   A({{"axis", int64_t{1}}})));
+    if (mean_out)
+      b.Output(mean);
+    ASSERT_TRUE(InferShapes(b.g).ok());
+  };
+  Builder b, kernel;
+  build(b, false);
+  build(kernel, true);
+  const CodegenOptions opt = OptionsForDevice(dev.device->caps(), Precision::kFp32);
+  auto model = GenerateCode(b.g, opt);
+  auto kernel_model = GenerateCode(kernel.g, opt);
+  ASSERT_TRUE(model.ok() && kernel_model.ok());
+  if (dev.device->caps().profile == cl::Profile::kCpu) {
+    std::string labels;
+    int means = 0;
+    for (const KernelDesc &k : model->kernels) {
+      labels += k.label + "; ";
+      for (const Node &n : b.g.nodes)
+        means += n.op == OpKind::kReduceMean && k.label == n.Describe();
+    }
+    EXPECT_EQ(means, 1) << labels;  // z's
+  }
+  auto folded = Executor::Create(dev.device, std::move(*model));
+  auto reduced = Executor::Create(dev.device, std::move(*kernel_model));
+  ASSERT_TRUE(folded.ok() && reduced.ok());
+  auto a = (*folded)->RunHost(dev.queue, b.feeds);
+  auto r = (*reduced)->RunHost(dev.queue, b.feeds);  // the same inputs
+  ASSERT_TRUE(a.ok() && r.ok());
+  ASSERT_EQ((*a)[0].data->size(), (*r)[0].data->size());
+  EXPECT_EQ(std::memcmp((*a)[0].data->data(), (*r)[0].data->data(), (*a)[0].data->size()), 0)
+      << "the folded means differ from the reduce kernel's";
+  ExpectMatchesReference(b, Precision::kFp32, 1e-6f, "Concat of means");
+}
+
 // A Gather of one constant index along an axis with only ones before it reads a contiguous part
 // of its input: no launch, its readers take that part at its offset (the policies' last time
 // step), also through a Reshape and as a graph output (copied out). A Gather whose part is not

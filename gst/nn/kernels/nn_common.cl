@@ -196,6 +196,24 @@ static inline float16 nn_round_half16(float16 x) {
   return select(r, x, isnan(x));
 }
 
+// The mean of `count` values `stride` apart from p (16 lanes, or one), summed from 0 in order and
+// divided by `divisor` (the count), as reduce.cl computes a ReduceMean: the CPU profile's
+// Concat computes a ReduceMean it alone reads this way (codegen.cpp, FoldIntoConcats).
+static inline float16 nn_mean16(__global const float *p, const uint stride, const uint count,
+                                const float divisor) {
+  float16 acc = (float16)(0.0f);
+  for (uint t = 0; t < count; t++)
+    acc = acc + vload16(0, p + t * stride);
+  return acc / divisor;
+}
+static inline float nn_mean1(__global const float *p, const uint stride, const uint count,
+                             const float divisor) {
+  float acc = 0.0f;
+  for (uint t = 0; t < count; t++)
+    acc = acc + p[t * stride];
+  return acc / divisor;
+}
+
 // An element-wise chain fused into a convolution's or product's epilogue: code generation
 // defines its statements on v (which starts as the pre-activation value x0) as NN_ACT_CHAIN.
 #ifdef NN_ACT_CHAIN
