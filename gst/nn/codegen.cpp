@@ -2248,9 +2248,7 @@ void FoldIntoConcats(Emitter &e) {
     auto axis = NormalizeAxis(node.attrs.Int("axis", 0), static_cast<int64_t>(out.size()));
     if (!axis.ok())
       continue;
-    int64_t rows = 1;
-    for (int64_t d = 0; d < *axis; d++)
-      rows *= out[static_cast<size_t>(d)];
+    const int64_t rows = Product(out, 0, static_cast<size_t>(*axis));
     std::vector<TensorId> folded;
     for (TensorId t : node.inputs) {
       if (t == kNoTensor || uses[static_cast<size_t>(t)] != 1 || e.Root(t) != t || e.IsIo(t) ||
@@ -2279,11 +2277,9 @@ void FoldIntoConcats(Emitter &e) {
       auto a = NormalizeAxis(axes[0], static_cast<int64_t>(xd.size()));
       if (!a.ok())
         continue;
-      bool ones = true;
-      for (int64_t d = 0; d < *a; d++)
-        ones = ones && xd[static_cast<size_t>(d)] == 1;
       const int64_t count = xd[static_cast<size_t>(*a)];
-      if (!ones || count < 1 || Product(xd) != count * Product(e.Dims(t)))
+      if (Product(xd, 0, static_cast<size_t>(*a)) != 1 || count < 1 ||
+          Product(xd) != count * Product(e.Dims(t)))
         continue;
       e.folded_by_concat[t] = Fold{Fold::Kind::kMean, x, count};
       folded.push_back(t);
@@ -2311,9 +2307,8 @@ std::optional<int64_t> ContiguousGather(const Emitter &e, const Node &node) {
   if (!axis.ok())
     return std::nullopt;
   const size_t a = static_cast<size_t>(*axis);
-  for (size_t d = 0; d < a; d++)
-    if (dims[d] != 1)
-      return std::nullopt;
+  if (Product(dims, 0, a) != 1)
+    return std::nullopt;
   const auto ints = ConstantInts(e.T(idx));
   if (!ints.ok() || ints->empty())
     return std::nullopt;
@@ -2371,12 +2366,12 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
         live = true;
     if (!live)
       continue;
-    if (node.op == OpKind::kCast && e.Root(node.outputs[0]) != node.outputs[0])
-      continue;  // AliasWideningCasts made it an alias
-    if (e.folded_by_concat.count(node.outputs[0]))
-      continue;  // FoldIntoConcats: its Concat computes it
-    if (node.op == OpKind::kGather && e.Root(node.outputs[0]) != node.outputs[0])
-      continue;  // a view of its input (ContiguousGather)
+    // No kernel for an op that BindIo made an alias of its input (a widening Cast, a contiguous
+    // Gather), or whose one reader computes it (FoldIntoConcats).
+    const TensorId out = node.outputs[0];
+    if (out != kNoTensor &&
+        ((!IsAliasOp(node.op) && e.Root(out) != out) || e.folded_by_concat.count(out) != 0))
+      continue;
     for (TensorId t : node.inputs)
       if (t != kNoTensor && e.Tag(t).empty())
         return Unsupported(NodeWhere(node) + ": input '" + g.tensor(t).name + "' of type " +

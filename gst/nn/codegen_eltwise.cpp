@@ -854,9 +854,7 @@ bool ConcatRowsApply(const Emitter &e, const Node &node) {
 Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
   const TensorId y = node.outputs[0];
   const std::vector<int64_t> &out = e.Dims(y);
-  int64_t rows = 1;
-  for (size_t d = 0; d < ax; d++)
-    rows *= out[d];
+  const int64_t rows = Product(out, 0, ax);
   const int64_t row = Product(out) / std::max<int64_t>(rows, 1);  // the output row's length
   MapKernel m;
   m.output = y;

@@ -148,8 +148,8 @@ Status LowerElementwise(Emitter &e, const Node &node);
 Status LowerLayout(Emitter &e, const Node &node);
 // dst = src (same element count), converting between their storage tags.
 Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label);
-// Whether `node` (a Concat) takes the CPU profile's row-copying kernel, with the rounding Casts
-// already in Emitter::folded_by_concat.
+// Whether `node` (a Concat) takes the CPU profile's row-copying kernel, with what it computes
+// itself already in Emitter::folded_by_concat.
 bool ConcatRowsApply(const Emitter &e, const Node &node);
 // dst = a + b (broadcast), with an optional activation applied before or after the add: the
 // epilogue of a fused node whose residual the compute kernel could not take.

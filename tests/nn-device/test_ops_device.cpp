@@ -25,6 +25,19 @@ Attributes A(std::initializer_list<std::pair<const char *, AttrValue>> kv) {
 
 using Ints = std::vector<int64_t>;
 
+// How many of `model`'s launches compute a node of `g` that `which` picks; `labels` gets every
+// launch's label, for a failure's message.
+int LaunchesOf(const CompiledModel &model, const Graph &g,
+               const std::function<bool(const Node &)> &which, std::string *labels) {
+  int n = 0;
+  for (const KernelDesc &k : model.kernels) {
+    *labels += k.label + "; ";
+    for (const Node &node : g.nodes)
+      n += which(node) && k.label == node.Describe();
+  }
+  return n;
+}
+
 // GELU in tanh form as the steps of a chain (an ElementwiseChain's, or a fused epilogue's with
 // activation "Chain"): 0.5 x (1 + tanh(0.79788 (x + 0.044715 x^3))).
 void SetGeluSteps(Attributes &at) {
@@ -661,13 +674,12 @@ TEST(Concat, RoundsTheCastsItFoldsLikeTheInterpreter) {
   if (dev.device->caps().profile == cl::Profile::kCpu) {
     // Of the three rounding Casts only h3's (read twice) is launched.
     std::string labels;
-    for (const KernelDesc &k : model->kernels)
-      labels += k.label + "; ";
-    int rounding = 0;
-    for (const Node &n : b.g.nodes)
-      if (n.op == OpKind::kCast && b.g.tensor(n.outputs[0]).dtype == DType::kFloat16)
-        for (const KernelDesc &k : model->kernels)
-          rounding += k.label == n.Describe();
+    const int rounding = LaunchesOf(
+        *model, b.g,
+        [&](const Node &n) {
+          return n.op == OpKind::kCast && b.g.tensor(n.outputs[0]).dtype == DType::kFloat16;
+        },
+        &labels);
     EXPECT_EQ(rounding, 1) << labels;
   }
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Concat of rounding Casts");
@@ -704,12 +716,8 @@ TEST(Concat, ComputesTheMeansItFoldsLikeTheReduceKernel) {
   ASSERT_TRUE(model.ok() && kernel_model.ok());
   if (dev.device->caps().profile == cl::Profile::kCpu) {
     std::string labels;
-    int means = 0;
-    for (const KernelDesc &k : model->kernels) {
-      labels += k.label + "; ";
-      for (const Node &n : b.g.nodes)
-        means += n.op == OpKind::kReduceMean && k.label == n.Describe();
-    }
+    const int means = LaunchesOf(
+        *model, b.g, [](const Node &n) { return n.op == OpKind::kReduceMean; }, &labels);
     EXPECT_EQ(means, 1) << labels;  // z's
   }
   auto folded = Executor::Create(dev.device, std::move(*model));
@@ -747,12 +755,8 @@ TEST(Gather, OfOneIndexWithOnesBeforeItIsAView) {
   auto model = GenerateCode(b.g, OptionsForDevice(dev.device->caps(), Precision::kFp32));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   std::string labels;
-  int gathers = 0;
-  for (const KernelDesc &k : model->kernels) {
-    labels += k.label + "; ";
-    for (const Node &n : b.g.nodes)
-      gathers += n.op == OpKind::kGather && k.label == n.Describe();
-  }
+  const int gathers = LaunchesOf(
+      *model, b.g, [](const Node &n) { return n.op == OpKind::kGather; }, &labels);
   EXPECT_EQ(gathers, 1) << labels;  // the column's
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Gather views");
 }
