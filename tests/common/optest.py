@@ -59,7 +59,6 @@ def tool_env(suite="examples"):
     (the decoders) next to the project's, and a registry of the suite's own in the build folder
     so that a system registry without our plugin is never reused."""
     env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)  # the decoder comes from the system
     reg_dir = os.path.join(os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir()), "tests", suite)
     os.makedirs(reg_dir, exist_ok=True)
     env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "registry-system.bin")

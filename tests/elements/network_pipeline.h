@@ -17,25 +17,23 @@
 #include <vector>
 
 #include "op/gstop.h"
+#include "system_plugins.h"
 
 namespace {
 
 constexpr size_t kCameraBytes = 12 * 128 * 256;
 constexpr GstClockTime kFrame = GST_SECOND / 20;
 
-// The tests' registry holds only our plugin; appsrc and appsink come from the system's
-// gst-plugins-base, loaded by file (a required dependency, so missing it is a failure).
+// appsrc and appsink come from the system's gst-plugins-base (a required dependency, so missing
+// it is a failure).
 inline void InitGst() {
   static bool done = false;
   if (done)
     return;
-  gst_init(nullptr, nullptr);
-  for (const char *file : {"libgstapp.so", "libgstcoreelements.so"}) {
-    GError *err = nullptr;
-    GstPlugin *p = gst_plugin_load_file((std::string(OP_GST_PLUGINS_DIR "/") + file).c_str(), &err);
-    ASSERT_TRUE(p) << file << ": " << (err ? err->message : "?");
-    gst_object_unref(p);
-  }
+  std::string why;
+  ASSERT_TRUE(
+      LoadSystemPlugins({{"app", "libgstapp.so"}, {"coreelements", "libgstcoreelements.so"}}, &why))
+      << why;
   done = true;
 }
 

@@ -37,7 +37,6 @@ std::string Model(const char *name) {
   return std::string(root ? root : ".") + "/models/" + name;
 }
 
-// The test registry holds our plugin only; these come from the system's gst-plugins-base.
 struct Message {
   std::string service;
   std::vector<capnp::word> words;

@@ -20,24 +20,9 @@
 #include <vector>
 
 #include "op/gstop.h"
+#include "system_plugins.h"
 
 namespace {
-
-// Only our uninstalled plugin is on the plugin path; the sources and sinks the tests use are
-// loaded by file from the system's plugin folder.
-void LoadSystemPlugins() {
-  for (const char *name : {"libgstcoreelements.so", "libgstvideotestsrc.so", "libgstapp.so"}) {
-    GError *err = nullptr;
-    GstPlugin *plugin =
-        gst_plugin_load_file((std::string(OP_GST_PLUGINS_DIR "/") + name).c_str(), &err);
-    if (plugin)
-      gst_object_unref(plugin);
-    if (err) {
-      ADD_FAILURE() << "loading " << name << ": " << err->message;
-      g_error_free(err);
-    }
-  }
-}
 
 class OpCl : public ::testing::Test {
  protected:
@@ -51,15 +36,19 @@ class OpCl : public ::testing::Test {
       std::string link = dir + "/libgstcoretracers.so";
       g_mkdir_with_parents(dir.c_str(), 0755);
       if (!g_file_test(link.c_str(), G_FILE_TEST_EXISTS))
-        (void)symlink(OP_GST_PLUGINS_DIR "/libgstcoretracers.so", link.c_str());
+        (void)symlink(SystemPluginFile("libgstcoretracers.so").c_str(), link.c_str());
       const char *path = g_getenv("GST_PLUGIN_PATH_1_0");
       g_setenv("GST_PLUGIN_PATH_1_0", (std::string(path ? path : "") + ":" + dir).c_str(), TRUE);
       g_setenv("GST_REGISTRY_1_0", (dir + "/registry.bin").c_str(), TRUE);
       g_setenv("GST_TRACERS", "leaks", TRUE);
     }
     g_unsetenv("GST_LEAKS_TRACER_STACK_TRACE");
-    gst_init(nullptr, nullptr);
-    LoadSystemPlugins();
+    std::string why;
+    if (!LoadSystemPlugins({{"coreelements", "libgstcoreelements.so"},
+                            {"videotestsrc", "libgstvideotestsrc.so"},
+                            {"app", "libgstapp.so"}},
+                           &why))
+      ADD_FAILURE() << why;
   }
 };
 

@@ -20,6 +20,7 @@
 
 #include "drive/warp.h"
 #include "op/gstop.h"
+#include "system_plugins.h"
 
 using namespace op;
 using namespace op::drive;
@@ -623,24 +624,11 @@ TEST_F(OpWarpTest, LatencyOfADeviceOutputIsMeasuredAtItsCompletion) {
 }
 
 TEST_F(OpWarpTest, GstLaunchPipelineWritesTwelvePlanesPerFrame) {
-  // filesrc ! rawvideoparse ! opwarp ! filesink, as in the issue. The test environment hides the
-  // system plugins; load the two this pipeline needs from the system's plugin folder.
-  const struct {
-    const char *plugin, *file;
-  } needed[] = {{"coreelements", "libgstcoreelements.so"}, {"rawparse", "libgstrawparse.so"}};
-  for (const auto &n : needed) {
-    GstPlugin *found = gst_registry_find_plugin(gst_registry_get(), n.plugin);
-    if (found) {
-      gst_object_unref(found);
-      continue;
-    }
-    GError *err = nullptr;
-    GstPlugin *p =
-        gst_plugin_load_file((std::string(OP_GST_PLUGINS_DIR "/") + n.file).c_str(), &err);
-    if (!p)
-      GTEST_SKIP() << n.file << " unavailable: " << (err ? err->message : "?");
-    gst_object_unref(p);
-  }
+  // filesrc ! rawvideoparse ! opwarp ! filesink, the line docs/elements/opwarp.md gives.
+  std::string why;
+  if (!LoadSystemPlugins(
+          {{"coreelements", "libgstcoreelements.so"}, {"rawparse", "libgstrawparse.so"}}, &why))
+    GTEST_SKIP() << why << " (unavailable)";
   const Nv12Layout l = Nv12Layout::Tight(1928, 1208);
   const std::string dir = g_get_tmp_dir();
   const std::string in = dir + "/opwarp-test-" + std::to_string(getpid()) + ".nv12";

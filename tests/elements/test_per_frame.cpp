@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cl/cl.h"
+#include "system_plugins.h"
 
 namespace {
 
@@ -238,11 +239,8 @@ std::string Errors(GstElement *pipeline) {
 }
 
 TEST(PerFrame, HundredFramesAllocateNothingCreateNoObjectAndBuildNothing) {
-  gst_init(nullptr, nullptr);
-  GError *err = nullptr;
-  GstPlugin *app = gst_plugin_load_file(OP_GST_PLUGINS_DIR "/libgstapp.so", &err);
-  ASSERT_TRUE(app) << (err ? err->message : "?");
-  gst_object_unref(app);
+  std::string why;
+  ASSERT_TRUE(LoadSystemPlugins({{"app", "libgstapp.so"}}, &why)) << why;
   if (!gst_element_factory_find("opvision"))
     GTEST_SKIP() << "our plugin is not on the plugin path";
   g_test_thread = std::this_thread::get_id();
@@ -256,6 +254,7 @@ TEST(PerFrame, HundredFramesAllocateNothingCreateNoObjectAndBuildNothing) {
       "opvision name=v precision=fp32 model=" + Model("driving_vision_small.onnx") +
       " ! oppolicy precision=fp32 model=" + Model("driving_policy_small.onnx") +
       " ! opmsgsink name=sink location=/dev/null sync=false";
+  GError *err = nullptr;
   GstElement *pipe = gst_parse_launch(line.c_str(), &err);
   ASSERT_TRUE(pipe && !err) << (err ? err->message : "?") << "\n" << line;
   GstElement *road = gst_bin_get_by_name(GST_BIN(pipe), "road");

@@ -20,10 +20,9 @@ def main():
         return 2
     embed, drive, vision, policy = sys.argv[1:5]
     max_frames = sys.argv[5] if len(sys.argv) > 5 else "0"
-    # The test environment hides the system's plugins; the example needs the decoder, with a
-    # registry of its own next to the build's.
+    # The example needs the system's decoder next to our plugin, with a registry of its own next
+    # to the build's.
     env = dict(os.environ)
-    env.pop("GST_PLUGIN_SYSTEM_PATH_1_0", None)
     reg_dir = os.environ.get("OP_BUILD_ROOT", tempfile.gettempdir())
     env["GST_REGISTRY_1_0"] = os.path.join(reg_dir, "tests", "examples", "registry-system.bin")
     os.makedirs(os.path.dirname(env["GST_REGISTRY_1_0"]), exist_ok=True)
