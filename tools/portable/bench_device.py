@@ -6,7 +6,7 @@ devices, where installed). For a machine reached through tools/portable (a GPU s
 benchmark of record on our own machines is tools/bench/run.sh.
 
   bench_device.py --build BUILD [--device gpu] [--runs N] [--deadline S] [--json FILE]
-                  [--models small|full|all]
+                  [--models small|full|all] [--ours LABEL,...]
 
 Our figures are op-bench-model's: enqueue of a run's launches to its last kernel's end, inputs
 already on the device; the peers' are a run's wall time with inputs in host memory (onnxruntime
@@ -107,6 +107,8 @@ def main():
     ap.add_argument("--deadline", type=float, default=600)
     ap.add_argument("--models", choices=["small", "full", "all"], default="all")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--ours", default="",
+                    help="time only these of our configurations (labels as printed, comma-separated)")
     a = ap.parse_args()
     dl = Deadline(a.deadline)
     os.chdir(ROOT)
@@ -129,10 +131,18 @@ def main():
     import onnx
     import onnx_util
     tmp = tempfile.mkdtemp(prefix="bench-device-")
+    ours_cfg = OURS
+    if a.ours:
+        wanted = [w.strip() for w in a.ours.split(",") if w.strip()]
+        ours_cfg = [c for c in OURS if c[0] in wanted]
+        unknown = set(wanted) - {c[0] for c in OURS}
+        if unknown:
+            sys.exit(f"bench: unknown configuration(s) {sorted(unknown)}; "
+                     f"known: {[c[0] for c in OURS]}")
     results = {}
     for name, model in models:
         row = results.setdefault(name, {})
-        for label, profile, prec in OURS:
+        for label, profile, prec in ours_cfg:
             if dl.left() < 20:
                 row[label] = {"error": ["deadline"]}
                 continue

@@ -7,14 +7,14 @@
 # Run in the repository root:
 #   tools/portable/check.sh [--pack FILE] [--out DIR] [--deadline SECONDS] [--bench-s SECONDS]
 #                           [--device D] [--no-tests] [--no-bench | --pipeline-only]
-#                           [--only TEST,...]
+#                           [--only TEST,...] [--ours LABEL,...]
 # The NVIDIA driver's OpenCL library is found (libnvidia-opencl.so.1) and named in a vendor
 # file of our own when /etc/OpenCL/vendors has none for it. Logs and results go to --out.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 pack=.portable/gst-op.tar.xz out=${OUT:-/tmp/gst-op-check} deadline=420 bench_s=150
-device=gpu tests=1 bench=1 only=''
+device=gpu tests=1 bench=1 only='' ours=''
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) pack=$2; shift ;;
@@ -26,6 +26,7 @@ while [ $# -gt 0 ]; do
     --no-bench) bench=0 ;;
     --pipeline-only) bench=2 ;;
     --only) only=$2; shift ;;
+    --ours) ours=$2; shift ;;
     *) echo "check: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -78,7 +79,7 @@ echo "== machine: $(uname -srm), $(nproc) cores, $("$py" --version)"
 if [ $bench = 1 ]; then
   echo "== networks ($bench_s s at most)"
   "$py" tools/portable/bench_device.py --build "$build" --device "$device" --deadline "$bench_s" \
-    --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
+    --ours "$ours" --json "$out/bench.json" 2>&1 | tee "$out/bench.txt"
 fi
 if [ $bench = 1 ] && [ -f models/full/driving_vision_full.onnx ]; then
   echo "== where the full-size vision model's device time goes"

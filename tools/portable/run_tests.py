@@ -7,13 +7,16 @@
 Each test runs as `meson test` would run it: its command, its environment, its timeout, from
 the build directory. A command naming a program the machine lacks (a Python of the build
 machine, GStreamer's tools) runs this Python or the kit's tool of the same name instead; the
-conformance runner gets the kit's ONNX test data. Exit code 77 is a skip. Tests not started
-before the deadline are listed as not run, never as passed. Prints one line per test and a
+conformance runner gets the kit's ONNX test data. Exit code 77 is a skip. A failure whose output
+says the machine lacks something the test needs (a Python module, GStreamer's HEVC decoder) is
+listed as NEEDS with what is missing: not run here, never passed. Tests not started before the
+deadline are listed as not run, never as passed. Prints one line per test and a
 summary; the full output of each test goes to --log.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -22,6 +25,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 PATH_LISTS = ("LD_LIBRARY_PATH", "PATH", "PYTHONPATH")
+# What a failed test's output says the machine lacks (the kit carries neither PyGObject, pycapnp's
+# schema imports nor libav's decoders).
+MISSING = [(re.compile(r"No module named '([\w.]+)'"), "Python module {0}"),
+           (re.compile(r'no element "(h265parse|avdec_h265)"'), "GStreamer element {0}")]
+
+
+def missing(text):
+    for pattern, what in MISSING:
+        m = pattern.search(text)
+        if m:
+            return what.format(*m.groups())
+    return None
 
 
 def resolve(cmd, kit):
@@ -92,6 +107,9 @@ def main():
             state = "SKIP" if rc == 77 else ("PASS" if rc == 0 else "FAIL")
             if t.get("should_fail") and state != "SKIP":
                 state = "FAIL" if rc == 0 else "PASS"
+            lacks = missing(text) if state == "FAIL" else None
+            if lacks:
+                state, text = "NEEDS", text + f"\n[run_tests] not run here: needs {lacks}\n"
         except subprocess.TimeoutExpired as e:
             rc, text = None, (e.stdout or b"").decode(errors="replace")
             state = "TIMEOUT" if timeout >= (t.get("timeout") or 30) else "NOT RUN"
@@ -99,6 +117,8 @@ def main():
             rc, text, state = None, str(e), "FAIL"
         dt = time.monotonic() - t0
         last = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [""]
+        if state == "NEEDS":
+            last = [f"needs {lacks}"]
         results[name] = (state, dt, last[0][:150])
         with lock:
             print(f"{state:8s} {dt:7.1f} s  {name}", flush=True)
@@ -113,7 +133,7 @@ def main():
         counts[state] = counts.get(state, 0) + 1
     print("\nsummary: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))
     for name, (state, dt, last) in sorted(results.items()):
-        if state in ("FAIL", "TIMEOUT"):
+        if state in ("FAIL", "TIMEOUT", "NEEDS"):
             print(f"  {state} {name}: {last}")
     return 0 if counts.get("FAIL", 0) + counts.get("TIMEOUT", 0) == 0 else 1
 
