@@ -391,6 +391,28 @@ int64_t WidestVector(const CodegenOptions &opt) {
   return opt.simd_registers < 32 && opt.simd_lanes < 16 ? std::max(opt.simd_lanes, 4) : 16;
 }
 
+// dw_rows.cl's taps of a row that leaves the image, as shuffles of three aligned vectors: with
+// stride 1 and the image's width a multiple of V (checked by the kernel), output pixels p0 ..
+// p0 + V - 1 read inputs p0 - PW .. p0 + V - 1 + KW - 1 - PW, which lie in the vectors before,
+// at and after p0 (zeros outside the image). Tap kw is lanes V + kw - PW .. of (before, at)
+// when kw < PW, else lanes kw - PW .. of (at, after): one vpermt2ps each instead of a copy of
+// the row into private memory, value by value. Without it (stride 2, or a window wider than
+// a vector) rows at the edge keep the copy.
+void DefineDwEdgeTaps(Defines &d, int64_t v, const Window &win) {
+  if (win.sw != 1 || win.pw >= v || win.kw - 1 - win.pw > v)
+    return;
+  std::string taps;
+  for (int64_t kw = 0; kw < win.kw; kw++) {
+    const int64_t s = kw - win.pw;
+    std::string idx;
+    for (int64_t i = 0; i < v; i++)
+      idx += ", " + std::to_string(s < 0 ? v + s + i : s + i);
+    taps += " xv[" + std::to_string(kw) + "] = __builtin_shufflevector(" +
+            (s < 0 ? "before, at" : "at, after") + idx + ");";
+  }
+  d.Def("NN_DW_EDGE_TAPS(xv, before, at, after)", "do {" + taps + " } while (0)");
+}
+
 // The CPU profile's depthwise convolution (kernels/conv2d_dw.cl): one input channel per group
 // and up to four output channels of it, stride 1 or 2, no dilation. M channels x R output rows
 // of V pixels per work-item, each input row loaded once for all of them.
@@ -407,6 +429,7 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v).Int("EDGE", yo[3] % v != 0);
+  DefineDwEdgeTaps(d, v, win);
   d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b));
@@ -1482,6 +1505,7 @@ bool LowerQuantizedConvDw(Emitter &e, const Node &node, const std::array<int64_t
   d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v);
+  DefineDwEdgeTaps(d, v, win);
   status = EmitQuantizedConv(
       e, node, d, wv, "qconv_dw",
       {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])},

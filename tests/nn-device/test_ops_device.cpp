@@ -274,6 +274,24 @@ std::vector<Case> Cases() {
                  b.Output(b.Add(OpKind::kConv, {x, w},
                                 A({{"pads", Ints{0, 1, 2, 3}}, {"group", int64_t{3}}})));
                }});
+  // Widths that are whole vectors: rows at the edge take their taps as shuffles of the vectors
+  // before, at and after their pixels (zeros outside the image), interior rows load them; a
+  // multiplier of 2, asymmetric pads, two images and a fused Relu.
+  c.push_back({"Conv_depthwise_7x7_three_whole_vectors_multiplier_2", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 5, 48});
+                 TensorId w = b.Weights({6, 1, 7, 7});
+                 TensorId bias = b.Weights({6});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias},
+                                A({{"pads", Ints{3, 3, 3, 3}}, {"group", int64_t{3}}})));
+               }});
+  c.push_back({"FusedConv_depthwise_5x5_two_whole_vectors_asymmetric_pads_relu", [](Builder &b) {
+                 TensorId x = b.Input("x", {2, 2, 4, 32});
+                 TensorId w = b.Weights({2, 1, 5, 5});
+                 b.Output(b.Add(OpKind::kFusedConv, {x, w},
+                                A({{"pads", Ints{2, 1, 2, 3}},
+                                   {"group", int64_t{2}},
+                                   {"activation", std::string("Relu")}})));
+               }});
   // Stride 2 (taps from the even and odd lanes of double-width loads) and channel multipliers
   // (M output channels of one input channel): interior and edge segments, partial vectors.
   c.push_back(

@@ -6,9 +6,11 @@
 // in), so a 7x7 window costs (SH (R - 1) + KH) x KW vector loads for M x R x KH x KW FMAs
 // instead of one load per FMA. With SW = 2 the shifted vectors are the even and odd lanes of
 // ceil(KW / 2) loads of 2V inputs (tap kw at offset kw, tap kw + 1 the odd lanes of the same
-// load). A row whose window leaves the image on the left or right copies its segment once,
-// with zeros outside, into a private array and reads the shifted vectors from there; interior
-// rows load straight from the input.
+// load). Interior rows load straight from the input. A row whose window leaves the image on the
+// left or right takes its taps as shuffles of the three aligned vectors around its pixels where
+// code generation defined NN_DW_EDGE_TAPS (stride 1) and the width is a multiple of V; otherwise
+// it copies its segment once, with zeros outside, into a private array and reads the shifted
+// vectors from there.
 //
 // The includer defines NN_DW_LOADV(i) (V inputs from element i of x, as floats) and
 // NN_DW_LOAD(i) (one), in terms of this function's parameters x and xzp.
@@ -56,7 +58,18 @@ static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, con
 #define NN_DW_FROM_INPUT(o) NN_DW_LOADV(row + (o))
       NN_DW_SEG_TAPS(NN_DW_FROM_INPUT);
 #undef NN_DW_FROM_INPUT
-    } else {
+    }
+#ifdef NN_DW_EDGE_TAPS
+    else if (in_w % V == 0) {
+      // iw0 + PW is the first output pixel, a multiple of V; its vector is in the image.
+      const int at = row + PW;
+      const VF zero = (VF)(0.0f);
+      const VF before = iw0 + PW > 0 ? NN_DW_LOADV(at - V) : zero;
+      const VF after = iw0 + PW + V < in_w ? NN_DW_LOADV(at + V) : zero;
+      NN_DW_EDGE_TAPS(xv, before, NN_DW_LOADV(at), after);
+    }
+#endif
+    else {
       float seg[SEG];
       for (int c = 0; c < SEG; c++)
         seg[c] = (iw0 + c >= 0 && iw0 + c < in_w) ? NN_DW_LOAD(row + c) : 0.0f;
