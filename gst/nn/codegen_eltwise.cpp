@@ -348,7 +348,10 @@ Status LowerMath(Emitter &e, const Node &node) {
 }
 
 // The steps of a chain as statements on `float v`, which starts as x0; binary steps read a
-// scalar literal or x<k>, the chain's input k (one of `num_inputs`).
+// scalar literal or x<k>, the chain's input k (one of `num_inputs`). Tanh followed by an Add of
+// the literal 1 (GELU's tanh form) is one step, nn_one_plus_tanh: 2 / (1 + e^-2v), the same
+// function without tanh's polynomial, select and sign, and without its cancellation where
+// tanh is near -1.
 StatusOr<std::string> ChainSteps(const Node &node, size_t num_inputs) {
   auto ops = node.attrs.Strings("ops");
   auto operand = node.attrs.Ints("operand");
@@ -364,6 +367,12 @@ StatusOr<std::string> ChainSteps(const Node &node, size_t num_inputs) {
     if (!OpFromName(ops[s], &op))
       return Unsupported(node.Describe() + ": chain step " + ops[s]);
     std::string expr;
+    if (op == OpKind::kTanh && s + 1 < ops.size() && ops[s + 1] == "Add" && operand[s + 1] < 0 &&
+        alpha[s + 1] == 1.0f) {
+      body += "v = nn_one_plus_tanh(v); ";
+      s++;
+      continue;
+    }
     if (ClassOf(op) == OpClass::kUnary) {
       OP_ASSIGN_OR_RETURN(expr, UnaryExpr(op, "v", alpha[s], beta[s], true));
     } else {
