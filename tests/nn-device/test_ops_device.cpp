@@ -194,6 +194,16 @@ std::vector<Case> Cases() {
                  b.Output(b.Add(OpKind::kConv, {x, w},
                                 A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
                }});
+  // A row of whole vectors, as the stems': the first vector's leftmost tap starts in the padding
+  // (a zero, then odd lanes), the last one's rightmost ends on the row's last value (odd lanes of
+  // a load one value earlier).
+  c.push_back({"Conv_3x3_s2_rows_of_whole_vectors", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 3, 5, 64});
+                 TensorId w = b.Weights({16, 3, 3, 3});
+                 TensorId bias = b.Weights({16});
+                 b.Output(b.Add(OpKind::kConv, {x, w, bias},
+                                A({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}})));
+               }});
   // Channel blocks of 16 (one pixel vector) and 12 (two pixel vectors of a flat 1x1 run), per
   // group and over two images, with partial pixel vectors at the row's end.
   c.push_back({"Conv_3x3_s2_blocks_of_16", [](Builder &b) {

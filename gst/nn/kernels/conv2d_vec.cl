@@ -19,6 +19,29 @@
 
 #define VF NN_CAT(float, V)
 #define CG (C / G)
+
+// Stride 2's edges: the odd lanes of 2V inputs from element i, and a vector shifted up by one
+// lane behind a zero.
+#define NN_DEFINE_ODD_LANES(N, N2)                                                              \
+  static inline NN_CAT(float, N) NN_CAT(nn_odd_lanes, N)(__global const STYPE(TX) * x, int i) { \
+    return LOADV(TX, N2, x, i).odd;                                                             \
+  }
+#if V <= 8
+NN_DEFINE_ODD_LANES(V, V2)
+#else
+static inline float16 nn_odd_lanes16(__global const STYPE(TX) * x, int i) {
+  return (float16)(LOADV(TX, 16, x, i).odd, LOADV(TX, 16, x, i + 16).odd);
+}
+#endif
+static inline float4 nn_zero_then4(float4 v) {
+  return (float4)(0.0f, v.s012);
+}
+static inline float8 nn_zero_then8(float8 v) {
+  return (float8)(0.0f, v.s0123, v.s456);
+}
+static inline float16 nn_zero_then16(float16 v) {
+  return (float16)(0.0f, v.s0123, v.s4567, v.s89ab, v.scde);
+}
 #define OCG (OC / G)
 #define OC_BLOCKS ((OCG + OCB - 1) / OCB)
 #if FLAT
@@ -124,6 +147,13 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
           // No 32-wide vectors: the even lanes of two 16-wide loads.
           xv = (VF)(LOADV(TX, V, x, row + iw0).even, LOADV(TX, V, x, row + iw0 + V).even);
 #endif
+        } else if (SW == 2 && iw0 >= 1 && iw0 + 2 * V - 1 <= W) {
+          // The right edge: the last lane of a load at iw0 is past the row but not needed; the
+          // odd lanes of a load one value earlier are the same inputs.
+          xv = NN_CAT(nn_odd_lanes, V)(x, row + iw0 - 1);
+        } else if (SW == 2 && iw0 == -1 && 2 * V <= W) {
+          // The left edge with one column of padding: a zero, then the odd lanes of a load at 0.
+          xv = NN_CAT(nn_zero_then, V)(NN_CAT(nn_odd_lanes, V)(x, row));
         } else {
           float t[V];
           for (int c = 0; c < V; c++) {
