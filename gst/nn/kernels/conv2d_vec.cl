@@ -20,19 +20,18 @@
 #define VF NN_CAT(float, V)
 #define CG (C / G)
 
-// Stride 2's edges: the odd lanes of 2V inputs from element i, and a vector shifted up by one
-// lane behind a zero.
-#define NN_DEFINE_ODD_LANES(N, N2)                                                              \
-  static inline NN_CAT(float, N) NN_CAT(nn_odd_lanes, N)(__global const STYPE(TX) * x, int i) { \
-    return LOADV(TX, N2, x, i).odd;                                                             \
-  }
-#if V <= 8
-NN_DEFINE_ODD_LANES(V, V2)
-#else
+// Stride 2's edges: the odd lanes of 2N inputs from element i, and a vector shifted up by one
+// lane behind a zero. (Names written out, not pasted by a macro: the program bundler renames
+// each source's statics by the name it reads before the parameter list.)
+static inline float4 nn_odd_lanes4(__global const STYPE(TX) * x, int i) {
+  return LOADV(TX, 8, x, i).odd;
+}
+static inline float8 nn_odd_lanes8(__global const STYPE(TX) * x, int i) {
+  return LOADV(TX, 16, x, i).odd;
+}
 static inline float16 nn_odd_lanes16(__global const STYPE(TX) * x, int i) {
   return (float16)(LOADV(TX, 16, x, i).odd, LOADV(TX, 16, x, i + 16).odd);
 }
-#endif
 static inline float4 nn_zero_then4(float4 v) {
   return (float4)(0.0f, v.s012);
 }
