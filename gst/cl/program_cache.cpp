@@ -56,6 +56,22 @@ std::string BuildLog(cl_program program, cl_device_id device) {
   return log;
 }
 
+// GST_OP_BUILD_LOG=1: a compile or link that succeeds with something in its build log (a
+// driver's warnings, which some print only as a count on stderr) prints that log on stderr,
+// named, so that what a device's compiler objects to in our kernels can be read.
+void ReportBuildLog(cl_program program, cl_device_id device, std::string_view what) {
+  static const bool wanted = [] {
+    const char *env = std::getenv("GST_OP_BUILD_LOG");
+    return env && std::string_view(env) == "1";
+  }();
+  if (!wanted)
+    return;
+  const std::string log = BuildLog(program, device);
+  if (!log.empty())
+    std::fprintf(stderr, "gst-op: build log of %.*s:\n%s\n", static_cast<int>(what.size()),
+                 what.data(), log.c_str());
+}
+
 double NowMs() {
   return std::chrono::duration<double, std::milli>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -764,6 +780,7 @@ StatusOr<ProgramHandle> ProgramCache::BuildLinked(const LinkPlan &plan, size_t g
     return Status(StatusCode::kUnsupported, std::string("clLinkProgram: ") + ErrorName(err) +
                                                 (log.empty() ? "" : "\n" + log));
   }
+  ReportBuildLog(linked.get(), device_, "linking program " + key);
   if (!dir_.empty())
     StoreBinary(linked.get(), dir_ + "/" + key + ".bin", key);
   ready(1);
@@ -989,6 +1006,8 @@ StatusOr<ProgramHandle> ProgramCache::BuildFromSource(std::string_view source,
                        std::string(label) + "\" (options \"" + opts +
                        "\") failed: " + ErrorName(err) + "\n" + BuildLog(program.get(), device_));
   }
+  ReportBuildLog(program.get(), device_,
+                 std::string(object ? "compiling \"" : "building \"") + std::string(label) + "\"");
   return program;
 }
 

@@ -116,6 +116,8 @@ fi
 
 if [ $tests = 1 ]; then
   echo "== tests ($(left) s left)"
+  # Build logs of successful builds too (a driver's warnings, otherwise only counted on stderr).
+  export GST_OP_BUILD_LOG=1
   "$py" tools/portable/run_tests.py "$build" --kit "$kit" --deadline "$(left)" \
     --first element,op,messages,cl,nn-device,conformance-device,drive,temporal \
     --only "$only" --log "$out/tests.log" | tee "$out/tests.txt"
