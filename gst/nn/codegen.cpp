@@ -857,6 +857,15 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   const int64_t rm = vec ? blk.rm : std::min<int64_t>(m, 4);
   const int64_t cols = vec ? blk.v : std::min<int64_t>(n, m == 1 ? 8 : 4);
   const int64_t nv = vec ? blk.nv : 1;
+  // The amd and other profiles: a matrix-vector product (one row, one batch) splits K across a
+  // work-group of 32 or 64 (matmul.cl's KSPLIT) instead of giving each work-item a whole column
+  // block's K. Not adreno's yet: its kernels keep the CPU profile's order of summation, which
+  // its test of image weights relies on, and no Adreno has timed the split.
+  const bool split_profile =
+      e.opt.profile == cl::Profile::kAmd || e.opt.profile == cl::Profile::kOther;
+  int64_t ksplit = 1;
+  if (!vec && split_profile && batch == 1 && m == 1)
+    ksplit = ka >= 512 ? 64 : (ka >= 128 ? 32 : 1);
   if (vec && b_const) {
     const Tensor &src = e.T(e.Root(bt));
     const size_t es = DTypeSize(src.dtype);
@@ -897,6 +906,8 @@ Status LowerMatMul(Emitter &e, const Node &node) {
         .Int("B_SK", tb ? 1 : bd[rb - 1])
         .Int("B_SN", tb ? bd[rb - 1] : 1)
         .Int("RN", cols);
+  if (ksplit > 1)
+    d.Int("KSPLIT", ksplit);
   std::string lin = "(((b) * " + std::to_string(m) + " + (m)) * " + std::to_string(n) + " + (n))";
   // matmul_vec takes its sizes and strides as arguments; the index macros use them where one
   // stride per axis says the broadcast (else they keep the constant expressions, and that
@@ -950,7 +961,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   k.global =
       vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols * nv),
                                   static_cast<uint64_t>(batch)}
+      : ksplit > 1
+          ? std::vector<uint64_t>{CeilDiv(n, cols) * static_cast<uint64_t>(ksplit), 1, 1}
           : std::vector<uint64_t>{CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
+  if (ksplit > 1)
+    k.local = {static_cast<uint64_t>(ksplit), 1, 1};
   k.args = {TArg(a), TArg(bt)};
   if (c != kNoTensor)
     k.args.push_back(TArg(c));

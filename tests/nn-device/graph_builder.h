@@ -150,9 +150,11 @@ inline float ToFloat(const Tensor &t, size_t i) {
 // outputs exactly).
 // Runs `b` on the device at `precision` and compares each output with the reference
 // interpreter's run of `b` or, with `twin` (fp32 only), of a graph that states the expected
-// arithmetic another way.
+// arithmetic another way. `options`: code generated for another profile than the device's (a
+// GPU profile's kernels run on PoCL too).
 inline void ExpectMatchesReference(Builder &b, Precision precision, float tol,
-                                   const std::string &what, Builder *twin = nullptr) {
+                                   const std::string &what, Builder *twin = nullptr,
+                                   const CodegenOptions *options = nullptr) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device) << "no device";
   ASSERT_TRUE(InferShapes(b.g).ok()) << what;
@@ -206,7 +208,7 @@ inline void ExpectMatchesReference(Builder &b, Precision precision, float tol,
   }
   auto ref = twin ? RunReference(twin->g, twin->feeds) : RunReference(b.g, b.feeds);
   ASSERT_TRUE(ref.ok()) << what << ": reference: " << ref.status().ToString();
-  CodegenOptions opt = OptionsForDevice(dev.device->caps(), precision);
+  CodegenOptions opt = options ? *options : OptionsForDevice(dev.device->caps(), precision);
   auto model = GenerateCode(b.g, opt);
   ASSERT_TRUE(model.ok()) << what << ": codegen: " << model.status().ToString();
   if (precision == Precision::kFp16) {

@@ -789,6 +789,48 @@ TEST(Gather, OfOneIndexWithOnesBeforeItIsAView) {
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Gather views");
 }
 
+// GPU profiles split a matrix-vector product's K across a work-group (matmul.cl's KSPLIT) and add
+// the partial sums in local memory: the amd profile's code, run on the device at hand, against
+// the interpreter, with K a multiple of the split or not, B as given or transposed, a bias, a
+// residual and a Relu; a product of two rows keeps one work-item per block of columns.
+TEST(GpuProducts, MatrixVectorSplitsKAcrossAWorkGroup) {
+  auto amd = OptionsForProfile("amd", Precision::kFp32);
+  ASSERT_TRUE(amd.ok()) << amd.status().ToString();
+  const struct {
+    int64_t m, k, n;
+    bool trans_b;
+    const char *split;  // the KSPLIT its code must define, or nullptr for none
+  } cases[] = {{1, 130, 37, false, "32"},
+               {1, 1000, 19, true, "64"},
+               {1, 512, 64, false, "64"},
+               {1, 100, 5, false, nullptr},
+               {2, 300, 9, false, nullptr}};
+  for (const auto &c : cases) {
+    const std::string what = "m " + std::to_string(c.m) + ", k " + std::to_string(c.k) + ", n " +
+                             std::to_string(c.n) + (c.trans_b ? ", B transposed" : "");
+    SCOPED_TRACE(what);
+    Builder b;
+    TensorId a = b.Input("a", {c.m, c.k});
+    TensorId w = b.Weights(c.trans_b ? Shape({c.n, c.k}) : Shape({c.k, c.n}));
+    TensorId bias = b.Weights({c.n});
+    TensorId r = b.Input("r", {c.m, c.n});
+    b.Output(b.Add(OpKind::kFusedGemm, {a, w, bias, r},
+                   A({{"transB", int64_t{c.trans_b}}, {"activation", std::string("Relu")}})));
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    auto model = GenerateCode(b.g, *amd);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    std::string defined;  // the KSPLIT its code defines, if any
+    for (const std::string &src : model->sources) {
+      const std::string key = "#define KSPLIT ";
+      const size_t at = src.find(key);
+      if (at != std::string::npos)
+        defined = src.substr(at + key.size(), src.find('\n', at) - at - key.size());
+    }
+    EXPECT_EQ(defined, c.split ? c.split : "") << "the product's KSPLIT";
+    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
+  }
+}
+
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
 // the last place of the float32 result, within what its comment states: 1.5 ulps for the CPU
 // profile's form (the compiler's exp), one ulp for every other profile's (our exponential, the
