@@ -806,6 +806,19 @@ MatMulBlock ChooseMatMulBlock(const CodegenOptions &opt, int64_t m, int64_t n) {
   return b;
 }
 
+// How many work-items of a work-group share one sum of `len` terms (a matrix-vector product's
+// K, a norm's row), adding their partial sums in local memory: 64 from 512 terms, 32 from 128,
+// else 1 (a work-item's own loop). On the amd and other profiles only: a GPU given one work-item
+// per sum ran a few hundred of them, each walking all of it (an H200: the full-size vision
+// model's head products 1.3 and its norms 0.68 of 8.2 ms). Not adreno's yet: its kernels keep
+// the CPU profile's order of summation, which its test of image weights relies on, and no Adreno
+// has timed the split. The CPU profile vectorises across work-items instead.
+int64_t GroupSplit(const CodegenOptions &opt, int64_t len) {
+  if (opt.profile != cl::Profile::kAmd && opt.profile != cl::Profile::kOther)
+    return 1;
+  return len >= 512 ? 64 : (len >= 128 ? 32 : 1);
+}
+
 Status LowerMatMul(Emitter &e, const Node &node) {
   TensorId a = node.inputs[0], bt = node.inputs[1], y = node.outputs[0];
   TensorId c = kNoTensor, res = kNoTensor;
@@ -857,15 +870,9 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   const int64_t rm = vec ? blk.rm : std::min<int64_t>(m, 4);
   const int64_t cols = vec ? blk.v : std::min<int64_t>(n, m == 1 ? 8 : 4);
   const int64_t nv = vec ? blk.nv : 1;
-  // The amd and other profiles: a matrix-vector product (one row, one batch) splits K across a
-  // work-group of 32 or 64 (matmul.cl's KSPLIT) instead of giving each work-item a whole column
-  // block's K. Not adreno's yet: its kernels keep the CPU profile's order of summation, which
-  // its test of image weights relies on, and no Adreno has timed the split.
-  const bool split_profile =
-      e.opt.profile == cl::Profile::kAmd || e.opt.profile == cl::Profile::kOther;
-  int64_t ksplit = 1;
-  if (!vec && split_profile && batch == 1 && m == 1)
-    ksplit = ka >= 512 ? 64 : (ka >= 128 ? 32 : 1);
+  // A matrix-vector product (one row, one batch) splits K across a work-group (matmul.cl's
+  // KSPLIT) instead of giving each work-item a whole column block's K.
+  const int64_t ksplit = !vec && batch == 1 && m == 1 ? GroupSplit(e.opt, ka) : 1;
   if (vec && b_const) {
     const Tensor &src = e.T(e.Root(bt));
     const size_t es = DTypeSize(src.dtype);
@@ -1211,12 +1218,20 @@ Status LowerNorm(Emitter &e, const Node &node) {
     d.Def("TM", e.Tag(mean));
   if (invstd != kNoTensor)
     d.Def("TI", e.Tag(invstd));
+  const int64_t split = GroupSplit(e.opt, len);
+  if (split > 1)
+    d.Int("NSPLIT", split);
   Pending k;
   k.label = node.Describe();
   k.entry = "norm";
   OP_ASSIGN_OR_RETURN(k.source, e.Source("norm", d));
-  k.global = {CeilDiv(rows, 64) * 64};
-  k.local = {64};
+  if (split > 1) {  // one work-group per row
+    k.global = {static_cast<uint64_t>(rows * split)};
+    k.local = {static_cast<uint64_t>(split)};
+  } else {
+    k.global = {CeilDiv(rows, 64) * 64};
+    k.local = {64};
+  }
   k.args = {TArg(x), TArg(s)};
   if (b != kNoTensor)
     k.args.push_back(TArg(b));

@@ -831,6 +831,46 @@ TEST(GpuProducts, MatrixVectorSplitsKAcrossAWorkGroup) {
   }
 }
 
+// GPU profiles give a norm's row to a work-group (norm.cl's NSPLIT), its sums added in local
+// memory: the amd profile's code, run on the device at hand, against the interpreter, with rows
+// a multiple of the split or not, several rows, a row too short to split, and InstanceNorm.
+TEST(GpuNorms, RowsSplitAcrossAWorkGroup) {
+  auto amd = OptionsForProfile("amd", Precision::kFp32);
+  ASSERT_TRUE(amd.ok()) << amd.status().ToString();
+  const struct {
+    bool instance;
+    Shape x;
+    const char *split;  // the NSPLIT its code must define, or "" for none
+  } cases[] = {{false, Shape({5, 600}), "64"},
+               {false, Shape({2, 3, 130}), "32"},
+               {false, Shape({4, 512}), "64"},
+               {false, Shape({3, 40}), ""},
+               {true, Shape({2, 3, 16, 16}), "32"}};
+  for (const auto &c : cases) {
+    const std::string what =
+        std::string(c.instance ? "InstanceNorm " : "LayerNorm ") + c.x.ToString();
+    SCOPED_TRACE(what);
+    Builder b;
+    TensorId x = b.Input("x", c.x);
+    const int64_t per = c.instance ? c.x.dims[1] : c.x.dims.back();
+    TensorId s = b.Weights({per}), bias = b.Weights({per});
+    b.Output(b.Add(c.instance ? OpKind::kInstanceNormalization : OpKind::kLayerNormalization,
+                   {x, s, bias}));
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    auto model = GenerateCode(b.g, *amd);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    std::string defined;  // the NSPLIT its code defines, if any
+    for (const std::string &src : model->sources) {
+      const std::string key = "#define NSPLIT ";
+      const size_t at = src.find(key);
+      if (at != std::string::npos)
+        defined = src.substr(at + key.size(), src.find('\n', at) - at - key.size());
+    }
+    EXPECT_EQ(defined, c.split) << "the norm's NSPLIT";
+    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
+  }
+}
+
 // The kernels' tanh (nn_tanh in nn_common.cl) against the C library's double tanh, in units in
 // the last place of the float32 result, within what its comment states: 1.5 ulps for the CPU
 // profile's form (the compiler's exp), one ulp for every other profile's (our exponential, the
