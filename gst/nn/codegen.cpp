@@ -392,7 +392,8 @@ int64_t WidestVector(const CodegenOptions &opt) {
 }
 
 // dw_rows.cl's taps of a row that leaves the image, as shuffles of three aligned vectors: with
-// stride 1 and the image's width a multiple of V (checked by the kernel), output pixels p0 ..
+// stride 1, the image's width a multiple of V and p0 + V within it (checked by the kernel; pads
+// wider than the window's half put output pixels past the width), output pixels p0 ..
 // p0 + V - 1 read inputs p0 - PW .. p0 + V - 1 + KW - 1 - PW, which lie in the vectors before,
 // at and after p0 (zeros outside the image). Tap kw is lanes V + kw - PW .. of (before, at)
 // when kw < PW, else lanes kw - PW .. of (at, after): one vpermt2ps each instead of a copy of

@@ -302,6 +302,14 @@ std::vector<Case> Cases() {
                                    {"group", int64_t{2}},
                                    {"activation", std::string("Relu")}})));
                }});
+  // Pads wider than the window's half: the output outgrows the input, and a vector of output
+  // pixels past the input's width has no input vector of its own (the copy path, zeros).
+  c.push_back({"Conv_depthwise_3x3_pads_past_the_row", [](Builder &b) {
+                 TensorId x = b.Input("x", {1, 2, 3, 16});
+                 TensorId w = b.Weights({2, 1, 3, 3});
+                 b.Output(b.Add(OpKind::kConv, {x, w},
+                                A({{"pads", Ints{1, 3, 1, 3}}, {"group", int64_t{2}}})));
+               }});
   // Stride 2 (taps from the even and odd lanes of double-width loads) and channel multipliers
   // (M output channels of one input channel): interior and edge segments, partial vectors.
   c.push_back(

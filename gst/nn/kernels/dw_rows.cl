@@ -8,9 +8,9 @@
 // ceil(KW / 2) loads of 2V inputs (tap kw at offset kw, tap kw + 1 the odd lanes of the same
 // load). Interior rows load straight from the input. A row whose window leaves the image on the
 // left or right takes its taps as shuffles of the three aligned vectors around its pixels where
-// code generation defined NN_DW_EDGE_TAPS (stride 1) and the width is a multiple of V; otherwise
-// it copies its segment once, with zeros outside, into a private array and reads the shifted
-// vectors from there.
+// code generation defined NN_DW_EDGE_TAPS (stride 1), the width is a multiple of V and the
+// pixels' own vector lies in the image; otherwise it copies its segment once, with zeros outside,
+// into a private array and reads the shifted vectors from there.
 //
 // The includer defines NN_DW_LOADV(i) (V inputs from element i of x, as floats) and
 // NN_DW_LOAD(i) (one), in terms of this function's parameters x and xzp.
@@ -60,8 +60,9 @@ static inline void nn_dw_rows(__global const STYPE(TX) * x, const int xbase, con
 #undef NN_DW_FROM_INPUT
     }
 #ifdef NN_DW_EDGE_TAPS
-    else if (in_w % V == 0) {
-      // iw0 + PW is the first output pixel, a multiple of V; its vector is in the image.
+    else if (in_w % V == 0 && iw0 + PW + V <= in_w) {
+      // iw0 + PW is the first output pixel, a multiple of V, and its vector is in the image (not
+      // so past the image's width, where pads wider than the window's half put output pixels).
       const int at = row + PW;
       const VF zero = (VF)(0.0f);
       const VF before = iw0 + PW > 0 ? NN_DW_LOADV(at - V) : zero;
