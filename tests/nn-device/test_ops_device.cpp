@@ -797,6 +797,18 @@ TEST(Gather, OfOneIndexWithOnesBeforeItIsAView) {
   ExpectMatchesReference(b, Precision::kFp32, 0.0f, "Gather views");
 }
 
+// The value a kernel source of `model` gives the macro `name` (`#define name value`), or "" where
+// none defines it.
+std::string DefinedIn(const CompiledModel &model, const std::string &name) {
+  const std::string key = "#define " + name + " ";
+  for (const std::string &src : model.sources) {
+    const size_t at = src.find(key);
+    if (at != std::string::npos)
+      return src.substr(at + key.size(), src.find('\n', at) - at - key.size());
+  }
+  return "";
+}
+
 // GPU profiles split a matrix-vector product's K across a work-group (matmul.cl's KSPLIT) and add
 // the partial sums in local memory: the amd profile's code, run on the device at hand, against
 // the interpreter, with K a multiple of the split or not, B as given or transposed, a bias, a
@@ -807,12 +819,12 @@ TEST(GpuProducts, MatrixVectorSplitsKAcrossAWorkGroup) {
   const struct {
     int64_t m, k, n;
     bool trans_b;
-    const char *split;  // the KSPLIT its code must define, or nullptr for none
+    const char *split;  // the KSPLIT its code must define, or "" for none
   } cases[] = {{1, 130, 37, false, "32"},
                {1, 1000, 19, true, "64"},
                {1, 512, 64, false, "64"},
-               {1, 100, 5, false, nullptr},
-               {2, 300, 9, false, nullptr}};
+               {1, 100, 5, false, ""},
+               {2, 300, 9, false, ""}};
   for (const auto &c : cases) {
     const std::string what = "m " + std::to_string(c.m) + ", k " + std::to_string(c.k) + ", n " +
                              std::to_string(c.n) + (c.trans_b ? ", B transposed" : "");
@@ -827,14 +839,7 @@ TEST(GpuProducts, MatrixVectorSplitsKAcrossAWorkGroup) {
     ASSERT_TRUE(InferShapes(b.g).ok());
     auto model = GenerateCode(b.g, *amd);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
-    std::string defined;  // the KSPLIT its code defines, if any
-    for (const std::string &src : model->sources) {
-      const std::string key = "#define KSPLIT ";
-      const size_t at = src.find(key);
-      if (at != std::string::npos)
-        defined = src.substr(at + key.size(), src.find('\n', at) - at - key.size());
-    }
-    EXPECT_EQ(defined, c.split ? c.split : "") << "the product's KSPLIT";
+    EXPECT_EQ(DefinedIn(*model, "KSPLIT"), c.split) << "the product's KSPLIT";
     ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
   }
 }
@@ -867,14 +872,7 @@ TEST(GpuNorms, RowsSplitAcrossAWorkGroup) {
     ASSERT_TRUE(InferShapes(b.g).ok());
     auto model = GenerateCode(b.g, *amd);
     ASSERT_TRUE(model.ok()) << model.status().ToString();
-    std::string defined;  // the NSPLIT its code defines, if any
-    for (const std::string &src : model->sources) {
-      const std::string key = "#define NSPLIT ";
-      const size_t at = src.find(key);
-      if (at != std::string::npos)
-        defined = src.substr(at + key.size(), src.find('\n', at) - at - key.size());
-    }
-    EXPECT_EQ(defined, c.split) << "the norm's NSPLIT";
+    EXPECT_EQ(DefinedIn(*model, "NSPLIT"), c.split) << "the norm's NSPLIT";
     ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
   }
 }
