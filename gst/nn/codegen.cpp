@@ -820,6 +820,33 @@ int64_t GroupSplit(const CodegenOptions &opt, int64_t len) {
   return len >= 512 ? 64 : (len >= 128 ? 32 : 1);
 }
 
+// A constant B (K x N, or N x K when `tb`) laid out as panels of `cols` columns,
+// [panels][K][cols], for matmul_vec and matvec_chain: each work-item streams one contiguous run
+// (rows of a wide B are over a page apart, which defeats the prefetchers). Zero panels past N,
+// up to a multiple of `nv`: the last work-item reads `nv` whole panels.
+TensorId ProductPanels(Emitter &e, TensorId bt, bool tb, int64_t ka, int64_t n, int64_t cols,
+                       int64_t nv) {
+  const Tensor &src = e.T(e.Root(bt));
+  const size_t es = DTypeSize(src.dtype);
+  const int64_t panels = CeilDiv(CeilDiv(n, cols), nv) * nv;
+  Bytes p(static_cast<size_t>(panels * ka * cols) * es, 0);
+  for (int64_t col = 0; col < n; col++)
+    for (int64_t kk = 0; kk < ka; kk++) {
+      const int64_t from = tb ? col * ka + kk : kk * n + col;
+      const int64_t to = ((col / cols) * ka + kk) * cols + col % cols;
+      std::memcpy(&p[static_cast<size_t>(to) * es],
+                  src.data->data() + static_cast<size_t>(from) * es, es);
+    }
+  const DType dtype = src.dtype;
+  const std::string name = src.name + "_panels";
+  const TensorId out = e.NewConstant(name, dtype, {panels, ka, cols}, std::move(p));
+  // Float16 weights stay half in memory at every precision: the kernels' B loads widen them
+  // (exactly), and a product whose weights outgrow the caches streams half the bytes.
+  if (dtype == DType::kFloat16)
+    e.keep_half.insert(out);
+  return out;
+}
+
 Status LowerMatMul(Emitter &e, const Node &node) {
   TensorId a = node.inputs[0], bt = node.inputs[1], y = node.outputs[0];
   TensorId c = kNoTensor, res = kNoTensor;
@@ -874,25 +901,8 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   // A matrix-vector product (one row, one batch) splits K across a work-group (matmul.cl's
   // KSPLIT) instead of giving each work-item a whole column block's K.
   const int64_t ksplit = !vec && batch == 1 && m == 1 ? GroupSplit(e.opt, ka) : 1;
-  if (vec && b_const) {
-    const Tensor &src = e.T(e.Root(bt));
-    const size_t es = DTypeSize(src.dtype);
-    // Zero panels past N up to a multiple of NV: the last work-item reads NV whole panels.
-    const int64_t panels = CeilDiv(CeilDiv(n, cols), nv) * nv;
-    Bytes p(static_cast<size_t>(panels * ka * cols) * es, 0);
-    for (int64_t col = 0; col < n; col++)
-      for (int64_t kk = 0; kk < ka; kk++) {
-        const int64_t from = tb ? col * ka + kk : kk * n + col;
-        const int64_t to = ((col / cols) * ka + kk) * cols + col % cols;
-        std::memcpy(&p[static_cast<size_t>(to) * es],
-                    src.data->data() + static_cast<size_t>(from) * es, es);
-      }
-    bt = e.NewConstant(src.name + "_panels", src.dtype, {panels, ka, cols}, std::move(p));
-    // Float16 weights stay half in memory at every precision: the kernel's B loads widen them
-    // (exactly), and a product whose weights outgrow the caches streams half the bytes.
-    if (src.dtype == DType::kFloat16)
-      e.keep_half.insert(bt);
-  }
+  if (vec && b_const)
+    bt = ProductPanels(e, bt, tb, ka, n, cols, nv);
   const bool a_vec4 =
       !ta && IsFloat(e.T(a).dtype) && (VectorStorable(e.Tag(a)) || e.Tag(a) == "h16");
   Defines d;
@@ -989,6 +999,191 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   k.flops = 2ull * batch * m * n * ka;
   if (vec && k.flops >= kGroupedProductFlops)
     k.local = SplitIntoGroups(k.global, kProductGroups);
+  e.Emit(std::move(k));
+  return Status::Ok();
+}
+
+// ---- Chains of small matrix-vector products (kernels/matvec_chain.cl)
+//
+// A policy's head is a row vector through two or three small products with activations
+// between: on the CPU profile each took 1-7 microseconds and its launch about as much again
+// (the small policy: 9 launches, 0.064 ms per run against onnxruntime's 0.059). A chain of
+// such products runs as one launch of one work-group: one core, the vectors between layers in
+// local memory. Only where the chain's work is small: on one core a long chain would run longer
+// than its products split over all of them.
+constexpr int64_t kChainMacs = 262'144;  // the small policy's head: 161,000
+constexpr int64_t kChainWidth = 4096;    // the longest vector in local memory
+constexpr int64_t kChainPanels = 8;      // panels of V columns per work-item: NP
+
+// What one product of a chain computes: y[n] = ACT(alpha * sum_k a[k] b[k][n] + beta * c[n]).
+struct ChainLink {
+  size_t node = 0;
+  TensorId a = kNoTensor, b = kNoTensor, c = kNoTensor, y = kNoTensor;
+  bool tb = false;
+  float alpha = 1.f, beta = 1.f;
+  int64_t k = 0, n = 0;
+  std::string act, actv;  // the activation on one value and on a vector VF
+};
+
+// The link `node` can be, or none: a Gemm, MatMul or FusedGemm (no residual) of one row by a
+// constant 2-D float B, with a constant bias along N or none, an activation with a vector form,
+// and float storage that matvec_chain reads and writes.
+std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t index) {
+  if (node.op != OpKind::kGemm && node.op != OpKind::kMatMul && node.op != OpKind::kFusedGemm)
+    return std::nullopt;
+  if (node.inputs.size() < 2 || node.outputs.empty() || node.outputs[0] == kNoTensor)
+    return std::nullopt;
+  ChainLink l;
+  l.node = index;
+  l.a = node.inputs[0];
+  l.b = node.inputs[1];
+  l.y = node.outputs[0];
+  if (node.op != OpKind::kMatMul) {
+    if (node.attrs.Int("transA", 0) != 0)
+      return std::nullopt;
+    l.tb = node.attrs.Int("transB", 0) != 0;
+    l.alpha = node.attrs.Float("alpha", 1.f);
+    l.beta = node.attrs.Float("beta", 1.f);
+    l.c = node.input(2);
+  }
+  if (node.op == OpKind::kFusedGemm && node.input(3) != kNoTensor)
+    return std::nullopt;
+  const std::vector<int64_t> &bd = e.Dims(l.b);
+  const Tensor &broot = e.T(e.Root(l.b));
+  if (bd.size() != 2 || !broot.is_constant() || !IsFloat(broot.dtype))
+    return std::nullopt;
+  l.k = l.tb ? bd[1] : bd[0];
+  l.n = l.tb ? bd[0] : bd[1];
+  const std::vector<int64_t> &ad = e.Dims(l.a);
+  if (ad.empty() || ad.back() != l.k || Product(ad) != l.k || Product(e.Dims(l.y)) != l.n ||
+      l.k < 1 || l.n < 1 || l.k > kChainWidth || l.n > kChainWidth)
+    return std::nullopt;
+  if (l.c != kNoTensor) {
+    const std::vector<int64_t> &cd = e.Dims(l.c);
+    if (!e.T(e.Root(l.c)).is_constant() || Product(cd) != l.n || cd.empty() || cd.back() != l.n ||
+        !VectorStorable(e.Tag(l.c)))
+      return std::nullopt;
+  }
+  const std::string ta = e.Tag(l.a);
+  if (ta != "f32" && ta != "f16" && ta != "h16")
+    return std::nullopt;
+  if (!VectorStorable(e.Tag(l.y)))
+    return std::nullopt;
+  auto act = node.op == OpKind::kFusedGemm ? gen::FusedActivation(node)
+                                           : StatusOr<std::string>(std::string("(x)"));
+  std::optional<std::string> actv =
+      node.op == OpKind::kFusedGemm ? gen::VectorActivationExpr(node) : std::string("(x)");
+  if (!act.ok() || !actv || act->find("nn_act_chain") != std::string::npos)
+    return std::nullopt;
+  l.act = *act;
+  l.actv = *actv;
+  return l;
+}
+
+// Finds the chains (CPU profile): two or more links, each product's output read only by the
+// next as its A, held in float32 in between (what matvec_chain keeps in local memory), with at
+// most kChainMacs multiply-adds in all.
+void FindProductChains(Emitter &e) {
+  if (e.opt.profile != cl::Profile::kCpu || !e.opt.product_chains)
+    return;
+  const Graph &g = e.graph;
+  const std::vector<int> uses = g.UseCounts();  // graph outputs count too
+  std::vector<int> reader(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); i++)
+    for (TensorId t : g.nodes[i].inputs)
+      if (t != kNoTensor)
+        reader[static_cast<size_t>(t)] = static_cast<int>(i);
+  std::set<size_t> taken;
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    if (taken.count(i))
+      continue;
+    std::optional<ChainLink> head = AsChainLink(e, g.nodes[i], i);
+    if (!head)
+      continue;
+    std::vector<size_t> chain = {i};
+    int64_t macs = head->k * head->n;
+    ChainLink last = *head;
+    while (true) {
+      const TensorId y = last.y;
+      const size_t yi = static_cast<size_t>(y);
+      if (uses[yi] != 1 || reader[yi] < 0 || e.Root(y) != y || e.IsIo(y) || e.Tag(y) != "f32")
+        break;
+      const size_t next = static_cast<size_t>(reader[yi]);
+      std::optional<ChainLink> l = AsChainLink(e, g.nodes[next], next);
+      if (!l || l->a != y || taken.count(next) || macs + l->k * l->n > kChainMacs)
+        break;
+      macs += l->k * l->n;
+      chain.push_back(next);
+      last = *l;
+    }
+    if (chain.size() < 2)
+      continue;
+    for (size_t j = 0; j < chain.size(); j++) {
+      taken.insert(chain[j]);
+      if (j > 0)
+        e.chained.insert(g.nodes[chain[j]].outputs[0]);
+    }
+    e.product_chains[g.nodes[i].outputs[0]] = chain;
+  }
+}
+
+Status LowerProductChain(Emitter &e, const std::vector<size_t> &chain) {
+  std::vector<ChainLink> links;
+  for (size_t i : chain) {
+    std::optional<ChainLink> l = AsChainLink(e, e.graph.nodes[i], i);
+    if (!l)
+      return Internal(NodeWhere(e.graph.nodes[i]) + ": no longer a link of its product chain");
+    links.push_back(*l);
+  }
+  const int64_t v = WidestVector(e.opt);
+  int64_t wmax = links[0].k, panels = 1;
+  for (const ChainLink &l : links) {
+    wmax = std::max(wmax, l.n);
+    panels = std::max<int64_t>(panels, static_cast<int64_t>(CeilDiv(l.n, v)));
+  }
+  Pending k;
+  k.entry = "matvec_chain";
+  k.label = "MatVecChain of";
+  for (size_t j = 0; j < links.size(); j++)
+    k.label += (j ? ", " : " ") + e.graph.nodes[links[j].node].Describe();
+  k.args = {TArg(links[0].a)};
+  Defines d;
+  std::string params, layers;
+  for (size_t j = 0; j < links.size(); j++) {
+    const ChainLink &l = links[j];
+    const std::string s = std::to_string(j);
+    const TensorId panels_id = ProductPanels(e, l.b, l.tb, l.k, l.n, v, kChainPanels);
+    const std::string tb = e.Tag(panels_id);
+    params += ", __global const STYPE(" + tb + ") *b" + s + ", uint b" + s + "_off";
+    k.args.push_back(TArg(panels_id));
+    std::string c = "b" + s, tc = tb;  // without a bias: never read
+    if (l.c != kNoTensor) {
+      c = "c" + s;
+      tc = e.Tag(l.c);
+      params += ", __global const STYPE(" + tc + ") *c" + s + ", uint c" + s + "_off";
+      k.args.push_back(TArg(l.c));
+    }
+    const bool last = j + 1 == links.size();
+    const char *in = j % 2 == 0 ? "v0" : "v1", *out = j % 2 == 0 ? "v1" : "v0";
+    d.Def("MV_ACT" + s + "(x)", l.act).Def("MV_ACTV" + s + "(x)", l.actv);
+    layers += std::string("MV_LAYER(") + in + ", " + out + ", b" + s + ", b" + s + "_off, " + tb +
+              ", " + std::to_string(l.k) + ", " + std::to_string(l.n) + ", " + c + ", " + c +
+              "_off, " + tc + ", " + (l.c != kNoTensor ? "1" : "0") + ", " +
+              gen::FloatLit(l.alpha) + ", " + gen::FloatLit(l.beta) + ", MV_ACTV" + s + ", MV_ACT" +
+              s + ", " + (last ? "1" : "0") + ") ";
+    if (!last)
+      layers += "barrier(CLK_LOCAL_MEM_FENCE); ";
+    k.flops += 2ull * static_cast<uint64_t>(l.k * l.n);
+  }
+  const TensorId y = links.back().y;
+  d.Def("TA", e.Tag(links[0].a)).Def("TY", e.Tag(y)).Int("V", v).Int("NP", kChainPanels);
+  d.Int("K0", links[0].k).Int("WMAX", wmax).Def("MV_PARAMS", params).Def("MV_LAYERS", layers);
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("matvec_chain", d));
+  k.args.push_back(TArg(y));
+  k.writes = {y};
+  const uint64_t items = CeilDiv(panels, kChainPanels);
+  k.global = {items};
+  k.local = {items};
   e.Emit(std::move(k));
   return Status::Ok();
 }
@@ -2410,6 +2605,7 @@ Status BindIo(Emitter &e, OutputCopies *copies) {
     }
   }
   FoldIntoConcats(e);
+  FindProductChains(e);
   return Status::Ok();
 }
 
@@ -2426,8 +2622,8 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
     // No kernel for an op that BindIo made an alias of its input (a widening Cast, a contiguous
     // Gather), or whose one reader computes it (FoldIntoConcats).
     const TensorId out = node.outputs[0];
-    if (out != kNoTensor &&
-        ((!IsAliasOp(node.op) && e.Root(out) != out) || e.folded_by_concat.count(out) != 0))
+    if (out != kNoTensor && ((!IsAliasOp(node.op) && e.Root(out) != out) ||
+                             e.folded_by_concat.count(out) != 0 || e.chained.count(out) != 0))
       continue;
     for (TensorId t : node.inputs)
       if (t != kNoTensor && e.Tag(t).empty())
@@ -2441,6 +2637,10 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
       if (t != kNoTensor && !g.tensor(t).shape.IsStatic())
         return InvalidArgument(NodeWhere(node) + ": output '" + g.tensor(t).name +
                                "' has no static shape (bind the input shapes)");
+    if (auto chain = e.product_chains.find(out); chain != e.product_chains.end()) {
+      OP_RETURN_IF_ERROR(LowerProductChain(e, chain->second));
+      continue;
+    }
     OP_RETURN_IF_ERROR(LowerNode(e, node));
   }
   for (auto [src, dst] : copies) {

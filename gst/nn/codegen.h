@@ -40,6 +40,9 @@ struct CodegenOptions {
   // a CPU device on a host processor that has it, unless GST_OP_INT8_DOT=0 says otherwise. A
   // model that uses it records "avx512vnni" in its cpu_features.
   bool int8_dot = false;
+  // The CPU profile's chains of small matrix-vector products as one launch each
+  // (kernels/matvec_chain.cl); off to compare with the products launched one by one.
+  bool product_chains = true;
 };
 
 // Whether this host processor has AVX-512 VNNI (and AVX-512 BW, which its registers need).

@@ -559,20 +559,25 @@ Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue)
     d.Def("NN_ACT_CHAIN_V", "{ VF v = x0; " + steps + "return v; }");
     return Status::Ok();
   }
-  OpKind op;
-  if (!OpFromName(name, &op))
-    return Status::Ok();
-  if (op == OpKind::kRelu) {
-    // The scalar snippet's NaN behaviour: NaN is not < 0 and passes through.
-    d.Def("ACTV(x)", "select((x), (VF)(0.0f), (x) < 0.0f)");
-    return Status::Ok();
-  }
-  if (!VectorSafe(op))
-    return Status::Ok();
-  OP_ASSIGN_OR_RETURN(std::string expr, ActivationExpr(name, node.attrs.Float("activation_alpha"),
-                                                       node.attrs.Float("activation_beta"), "(x)"));
-  d.Def("ACTV(x)", expr);
+  if (std::optional<std::string> expr = VectorActivationExpr(node))
+    d.Def("ACTV(x)", *expr);
   return Status::Ok();
+}
+
+std::optional<std::string> VectorActivationExpr(const Node &node) {
+  const std::string name = node.attrs.String("activation");
+  if (name.empty())
+    return std::string("(x)");
+  OpKind op;
+  if (name == "Chain" || !OpFromName(name, &op))
+    return std::nullopt;
+  if (op == OpKind::kRelu)  // the scalar snippet's NaN behaviour: NaN is not < 0, passes through
+    return std::string("select((x), (VF)(0.0f), (x) < 0.0f)");
+  if (!VectorSafe(op))
+    return std::nullopt;
+  auto expr = ActivationExpr(name, node.attrs.Float("activation_alpha"),
+                             node.attrs.Float("activation_beta"), "(x)");
+  return expr.ok() ? std::optional<std::string>(*expr) : std::nullopt;
 }
 
 Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -73,6 +74,11 @@ class Emitter {
     int64_t count = 0;  // kMean: the rows averaged
   };
   std::map<TensorId, ConcatFold> folded_by_concat;
+  // Chains of small matrix-vector products lowered as one launch (FindProductChains in
+  // codegen.cpp): the first product's output → the chain's node indices, in order; and the
+  // outputs of the other products, whose nodes get no launch of their own.
+  std::map<TensorId, std::vector<size_t>> product_chains;
+  std::set<TensorId> chained;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;
 
@@ -140,6 +146,9 @@ Status DefineActivation(Defines &d, const Node &node, const std::string &act);
 // otherwise, and the kernel keeps its lane-by-lane epilogue. Without a fused epilogue (the
 // activation runs in a separate add), ACTV is the identity.
 Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue);
+// A fused activation other than a chain as an expression in (x) on a float vector VF ("(x)"
+// without one), or none where it has no vector form.
+std::optional<std::string> VectorActivationExpr(const Node &node);
 
 // Elementwise ops, Cast, Where, BatchNormalization, ElementwiseChain.
 Status LowerElementwise(Emitter &e, const Node &node);

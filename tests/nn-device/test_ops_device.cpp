@@ -809,6 +809,101 @@ std::string DefinedIn(const CompiledModel &model, const std::string &name) {
   return "";
 }
 
+// The CPU profile runs a chain of small matrix-vector products as one launch of one work-group
+// (kernels/matvec_chain.cl): a policy's head (three products with biases and Relus, 998
+// outputs), and MatMul / Gemm links with alpha, beta, a Tanh and widths that are not whole
+// vectors (21, 19, 5). Each against the interpreter, and against the same graph compiled with
+// the products launched one by one: equal bit for bit, as the kernel sums and finishes in
+// matmul_vec's order. A link with an activation of no vector form (Sigmoid), or an output the
+// graph also gives, ends a chain.
+TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto cpu = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  auto run = [&](Builder &b, const CodegenOptions &opt, size_t *launches, std::string *labels) {
+    auto model = GenerateCode(b.g, opt);
+    EXPECT_TRUE(model.ok()) << model.status().ToString();
+    if (!model.ok())
+      return std::vector<Tensor>{};
+    *launches = model->kernels.size();
+    for (const KernelDesc &k : model->kernels)
+      *labels += k.label + "; ";
+    auto exec = Executor::Create(dev.device, std::move(*model));
+    EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+    if (!exec.ok())
+      return std::vector<Tensor>{};
+    auto out = (*exec)->RunHost(dev.queue, b.feeds);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? *out : std::vector<Tensor>{};
+  };
+  // Weights of a trained network's scale (sums of a hundred terms stay near 1).
+  auto W = [](Builder &b, Shape s) { return b.Weights(std::move(s), -0.15f, 0.15f); };
+  const Attributes relu_t = A({{"transB", int64_t{1}}, {"activation", std::string("Relu")}});
+  const struct {
+    const char *name;
+    std::function<void(Builder &)> build;
+    size_t launches;  // with chains
+    bool chained;
+  } cases[] = {
+      {"a policy's head",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 130});
+         TensorId h = b.Add(OpKind::kFusedGemm, {x, W(b, {128, 130}), W(b, {128})}, relu_t);
+         h = b.Add(OpKind::kFusedGemm, {h, W(b, {128, 128}), W(b, {128})}, relu_t);
+         b.Output(
+             b.Add(OpKind::kGemm, {h, W(b, {998, 128}), W(b, {998})}, A({{"transB", int64_t{1}}})));
+       },
+       1, true},
+      {"MatMul, Gemm with alpha, beta and Tanh, MatMul",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 37});
+         TensorId h = b.Add(OpKind::kMatMul, {x, W(b, {37, 21})});
+         h = b.Add(OpKind::kFusedGemm, {h, W(b, {21, 19}), W(b, {19})},
+                   A({{"alpha", 0.5f}, {"beta", 2.f}, {"activation", std::string("Tanh")}}));
+         b.Output(b.Add(OpKind::kMatMul, {h, W(b, {19, 5})}));
+       },
+       1, true},
+      {"a Sigmoid between",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 40});
+         TensorId h = b.Add(OpKind::kFusedGemm, {x, W(b, {24, 40}), W(b, {24})},
+                            A({{"transB", int64_t{1}}, {"activation", std::string("Sigmoid")}}));
+         b.Output(b.Add(OpKind::kGemm, {h, W(b, {24, 16})}));
+       },
+       2, false},
+      {"an output between",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 40});
+         TensorId h = b.Add(OpKind::kFusedGemm, {x, W(b, {24, 40}), W(b, {24})}, relu_t);
+         b.Output(h);
+         b.Output(b.Add(OpKind::kGemm, {h, W(b, {24, 16})}));
+       },
+       2, false},
+  };
+  for (const auto &c : cases) {
+    SCOPED_TRACE(c.name);
+    Builder b;
+    c.build(b);
+    ASSERT_TRUE(InferShapes(b.g).ok());
+    CodegenOptions apart = *cpu;
+    apart.product_chains = false;
+    size_t n_chain = 0, n_apart = 0;
+    std::string labels, labels_apart;
+    const std::vector<Tensor> fused = run(b, *cpu, &n_chain, &labels);
+    const std::vector<Tensor> each = run(b, apart, &n_apart, &labels_apart);
+    EXPECT_EQ(n_chain, c.launches) << labels;
+    EXPECT_EQ(labels.find("MatVecChain") != std::string::npos, c.chained) << labels;
+    EXPECT_EQ(labels_apart.find("MatVecChain"), std::string::npos) << labels_apart;
+    ASSERT_EQ(fused.size(), each.size());
+    for (size_t o = 0; o < fused.size(); o++) {
+      ASSERT_TRUE(fused[o].data && each[o].data);
+      EXPECT_EQ(*fused[o].data, *each[o].data) << "output " << o << " differs from the products'";
+    }
+    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, c.name, nullptr, &*cpu);
+  }
+}
+
 // GPU profiles split a matrix-vector product's K across a work-group (matmul.cl's KSPLIT) and add
 // the partial sums in local memory: the amd profile's code, run on the device at hand, against
 // the interpreter, with K a multiple of the split or not, B as given or transposed, a bias, a
