@@ -1088,6 +1088,7 @@ void FindProductChains(Emitter &e) {
     return;
   const Graph &g = e.graph;
   const std::vector<int> uses = g.UseCounts();  // graph outputs count too
+  const std::vector<int> producers = g.Producers();
   std::vector<int> reader(g.tensors.size(), -1);
   for (size_t i = 0; i < g.nodes.size(); i++)
     for (TensorId t : g.nodes[i].inputs)
@@ -1118,18 +1119,36 @@ void FindProductChains(Emitter &e) {
     }
     if (chain.size() < 2)
       continue;
+    Emitter::ProductChain pc;
+    pc.nodes = chain;
     for (size_t j = 0; j < chain.size(); j++) {
       taken.insert(chain[j]);
       if (j > 0)
         e.chained.insert(g.nodes[chain[j]].outputs[0]);
     }
-    e.product_chains[g.nodes[i].outputs[0]] = chain;
+    // A row-copying Concat of one row read by the chain alone (a policy's summary of its
+    // features: a mean over time, the last step and the traffic convention) is copied into the
+    // chain's local memory by the chain itself: one launch fewer.
+    const TensorId a = head->a;
+    const int p = producers[static_cast<size_t>(a)];
+    if (p >= 0 && uses[static_cast<size_t>(a)] == 1 && e.Root(a) == a && !e.IsIo(a)) {
+      const Node &cat = g.nodes[static_cast<size_t>(p)];
+      auto axis = cat.op == OpKind::kConcat ? NormalizeAxis(cat.attrs.Int("axis", 0),
+                                                            static_cast<int64_t>(e.Dims(a).size()))
+                                            : StatusOr<int64_t>(InvalidArgument("not a Concat"));
+      if (axis.ok() && Product(e.Dims(a), 0, static_cast<size_t>(*axis)) == 1 &&
+          gen::ConcatRowsApply(e, cat)) {
+        pc.concat = p;
+        e.chained.insert(a);
+      }
+    }
+    e.product_chains[g.nodes[i].outputs[0]] = pc;
   }
 }
 
-Status LowerProductChain(Emitter &e, const std::vector<size_t> &chain) {
+Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
   std::vector<ChainLink> links;
-  for (size_t i : chain) {
+  for (size_t i : chain.nodes) {
     std::optional<ChainLink> l = AsChainLink(e, e.graph.nodes[i], i);
     if (!l)
       return Internal(NodeWhere(e.graph.nodes[i]) + ": no longer a link of its product chain");
@@ -1146,9 +1165,26 @@ Status LowerProductChain(Emitter &e, const std::vector<size_t> &chain) {
   k.label = "MatVecChain of";
   for (size_t j = 0; j < links.size(); j++)
     k.label += (j ? ", " : " ") + e.graph.nodes[links[j].node].Describe();
-  k.args = {TArg(links[0].a)};
   Defines d;
   std::string params, layers;
+  if (chain.concat >= 0) {
+    // The input row as the Concat's kernel would write it, into local memory.
+    const Node &cat = e.graph.nodes[static_cast<size_t>(chain.concat)];
+    OP_ASSIGN_OR_RETURN(
+        int64_t axis,
+        NormalizeAxis(cat.attrs.Int("axis", 0), static_cast<int64_t>(e.Dims(links[0].a).size())));
+    gen::ConcatRowsCode code = gen::ConcatRowsBody(e, cat, static_cast<size_t>(axis), "__local");
+    for (size_t j = 0; j < code.inputs.size(); j++) {
+      const std::string s = std::to_string(j);
+      params += ", __global const float *in" + s + ", uint in" + s + "_off";
+      k.args.push_back(TArg(code.inputs[j]));
+    }
+    k.label += " (and " + cat.Describe() + ")";
+    d.Int("MV_CONCAT", 1).Int("MV_CONCAT_ITEMS", code.items).Def("MV_CONCAT_BODY", code.body);
+  } else {
+    params += ", __global const STYPE(" + e.Tag(links[0].a) + ") *a, uint a_off";
+    k.args.push_back(TArg(links[0].a));
+  }
   for (size_t j = 0; j < links.size(); j++) {
     const ChainLink &l = links[j];
     const std::string s = std::to_string(j);
@@ -1177,7 +1213,10 @@ Status LowerProductChain(Emitter &e, const std::vector<size_t> &chain) {
   }
   const TensorId y = links.back().y;
   d.Def("TA", e.Tag(links[0].a)).Def("TY", e.Tag(y)).Int("V", v).Int("NP", kChainPanels);
-  d.Int("K0", links[0].k).Int("WMAX", wmax).Def("MV_PARAMS", params).Def("MV_LAYERS", layers);
+  // The local vectors hold whole 16-value blocks of a Concat's parts.
+  wmax = CeilDiv(wmax, 16) * 16;
+  d.Int("K0", links[0].k).Int("WMAX", wmax).Def("MV_PARAMS", params.substr(2));
+  d.Def("MV_LAYERS", layers);
   OP_ASSIGN_OR_RETURN(k.source, e.Source("matvec_chain", d));
   k.args.push_back(TArg(y));
   k.writes = {y};

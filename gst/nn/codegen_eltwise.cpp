@@ -865,13 +865,13 @@ bool ConcatRowsApply(const Emitter &e, const Node &node) {
   return true;
 }
 
-Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
+ConcatRowsCode ConcatRowsBody(const Emitter &e, const Node &node, size_t ax,
+                              const std::string &out_space) {
   const TensorId y = node.outputs[0];
   const std::vector<int64_t> &out = e.Dims(y);
   const int64_t rows = Product(out, 0, ax);
   const int64_t row = Product(out) / std::max<int64_t>(rows, 1);  // the output row's length
-  MapKernel m;
-  m.output = y;
+  ConcatRowsCode code;
   std::string body;
   int64_t offset = 0, chunks = 0;
   for (TensorId t : node.inputs) {
@@ -882,8 +882,8 @@ Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
     using Kind = Emitter::ConcatFold::Kind;
     const bool round = folded != e.folded_by_concat.end() && folded->second.kind == Kind::kRound;
     const bool mean = folded != e.folded_by_concat.end() && folded->second.kind == Kind::kMean;
-    const std::string k = std::to_string(m.inputs.size());
-    m.inputs.push_back(folded != e.folded_by_concat.end() ? folded->second.source : t);
+    const std::string k = std::to_string(code.inputs.size());
+    code.inputs.push_back(folded != e.folded_by_concat.end() ? folded->second.source : t);
     const int64_t first = chunks;
     chunks += (len + 15) / 16;
     const std::string n = std::to_string(len);
@@ -900,17 +900,27 @@ Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
     }
     body += (body.empty() ? "" : " else ") + std::string("if (c < ") + std::to_string(chunks) +
             ") { const uint e0 = (c - " + std::to_string(first) +
-            ") * 16; __global const float *s = in" + k + " + in" + k + "_off + r * " + n +
-            "; __global float *d = out0 + out0_off + r * " + std::to_string(row) + " + " +
+            ") * 16; __global const float *s = in" + k + " + in" + k + "_off + r * " + n + "; " +
+            out_space + " float *d = out0 + out0_off + r * " + std::to_string(row) + " + " +
             std::to_string(offset) + "; if (e0 + 16 <= " + n + ") vstore16(" + vec +
             ", 0, d + e0); else for (uint j = e0; j < " + n + "; j++) d[j] = " + one + "; }";
     offset += len;
   }
-  if (m.inputs.empty())
+  code.items = rows * chunks;
+  code.body = "const uint r = i / " + std::to_string(chunks) + ", c = i - r * " +
+              std::to_string(chunks) + "; " + body;
+  return code;
+}
+
+Status ConcatRows(Emitter &e, const Node &node, size_t ax) {
+  ConcatRowsCode code = ConcatRowsBody(e, node, ax, "__global");
+  if (code.inputs.empty())
     return Status::Ok();
-  m.space = {rows * chunks};
-  m.body = "const uint r = i / " + std::to_string(chunks) + ", c = i - r * " +
-           std::to_string(chunks) + "; " + body;
+  MapKernel m;
+  m.output = node.outputs[0];
+  m.inputs = std::move(code.inputs);
+  m.space = {code.items};
+  m.body = std::move(code.body);
   return EmitMap(e, m, node.Describe());
 }
 

@@ -75,9 +75,14 @@ class Emitter {
   };
   std::map<TensorId, ConcatFold> folded_by_concat;
   // Chains of small matrix-vector products lowered as one launch (FindProductChains in
-  // codegen.cpp): the first product's output → the chain's node indices, in order; and the
-  // outputs of the other products, whose nodes get no launch of their own.
-  std::map<TensorId, std::vector<size_t>> product_chains;
+  // codegen.cpp), by the first product's output: the products' node indices, in order, and the
+  // row-copying Concat (ConcatRowsApply) whose one row the chain computes itself as its input,
+  // if any. `chained`: the outputs of the chains' other nodes, which get no launch of their own.
+  struct ProductChain {
+    std::vector<size_t> nodes;
+    int concat = -1;
+  };
+  std::map<TensorId, ProductChain> product_chains;
   std::set<TensorId> chained;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;
@@ -160,6 +165,17 @@ Status EmitCopy(Emitter &e, TensorId src, TensorId dst, const std::string &label
 // Whether `node` (a Concat) takes the CPU profile's row-copying kernel, with what it computes
 // itself already in Emitter::folded_by_concat.
 bool ConcatRowsApply(const Emitter &e, const Node &node);
+// That kernel's work as statements for item `i` of `items` (a block of up to 16 values of one
+// input's part of one row each): the tensors it reads (as in0, in0_off, ...: float32 pointers
+// and element offsets) and the body, which writes through `<out_space> float *` pointers from
+// out0 + out0_off (so that another kernel can write the rows into local memory).
+struct ConcatRowsCode {
+  std::vector<TensorId> inputs;
+  std::string body;
+  int64_t items = 0;
+};
+ConcatRowsCode ConcatRowsBody(const Emitter &e, const Node &node, size_t ax,
+                              const std::string &out_space);
 // dst = a + b (broadcast), with an optional activation applied before or after the add: the
 // epilogue of a fused node whose residual the compute kernel could not take.
 Status EmitAddActivation(Emitter &e, TensorId a, TensorId b, TensorId dst, const std::string &act,

@@ -812,10 +812,11 @@ std::string DefinedIn(const CompiledModel &model, const std::string &name) {
 // The CPU profile runs a chain of small matrix-vector products as one launch of one work-group
 // (kernels/matvec_chain.cl): a policy's head (three products with biases and Relus, 998
 // outputs), and MatMul / Gemm links with alpha, beta, a Tanh and widths that are not whole
-// vectors (21, 19, 5). Each against the interpreter, and against the same graph compiled with
-// the products launched one by one: equal bit for bit, as the kernel sums and finishes in
-// matmul_vec's order. A link with an activation of no vector form (Sigmoid), or an output the
-// graph also gives, ends a chain.
+// vectors (21, 19, 5), and a chain that copies its input row from a Concat's parts itself (a mean
+// over time, the last step, an input). Each against the interpreter, and against the same graph
+// compiled with the products launched one by one: equal bit for bit, as the kernel sums and
+// finishes in matmul_vec's order. A link with an activation of no vector form (Sigmoid), or an
+// output the graph also gives, ends a chain.
 TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device) << "no device";
@@ -864,6 +865,20 @@ TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
          b.Output(b.Add(OpKind::kMatMul, {h, W(b, {19, 5})}));
        },
        1, true},
+      {"from a Concat of a mean over time, the last step and an input",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 5, 40});
+         TensorId h = b.Add(OpKind::kRelu, {x});  // an arena tensor, as a policy's features
+         TensorId mean =
+             b.Add(OpKind::kReduceMean, {h}, A({{"axes", Ints{1}}, {"keepdims", int64_t{0}}}));
+         TensorId last = b.Add(OpKind::kGather, {h, b.Const(MakeInt64Constant({4}, Shape({})))},
+                               A({{"axis", int64_t{1}}}));
+         TensorId cat =
+             b.Add(OpKind::kConcat, {mean, last, b.Input("t", {1, 2})}, A({{"axis", int64_t{1}}}));
+         TensorId y = b.Add(OpKind::kFusedGemm, {cat, W(b, {24, 82}), W(b, {24})}, relu_t);
+         b.Output(b.Add(OpKind::kGemm, {y, W(b, {24, 16})}));
+       },
+       2, true},  // the Relu, and the chain with the Concat
       {"a Sigmoid between",
        [&](Builder &b) {
          TensorId x = b.Input("x", {1, 40});
@@ -894,6 +909,7 @@ TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
     const std::vector<Tensor> each = run(b, apart, &n_apart, &labels_apart);
     EXPECT_EQ(n_chain, c.launches) << labels;
     EXPECT_EQ(labels.find("MatVecChain") != std::string::npos, c.chained) << labels;
+    EXPECT_EQ(("; " + labels).find("; Concat "), std::string::npos) << "a Concat's own launch";
     EXPECT_EQ(labels_apart.find("MatVecChain"), std::string::npos) << labels_apart;
     ASSERT_EQ(fused.size(), each.size());
     for (size_t o = 0; o < fused.size(); o++) {

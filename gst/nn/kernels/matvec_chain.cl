@@ -11,10 +11,13 @@
 // Code generation (LowerProductChain in codegen.cpp) defines:
 //   V            float lanes per vector; NP panels of V columns per work-item per layer
 //   TA TY        tags of the chain's input vector and output
-//   WMAX         the local vectors' length: the widest layer, padded to whole NP panels
-//   MV_PARAMS    the arguments after a/a_off and before y/y_off: per layer its panels
-//                (b<l>, b<l>_off: B laid out [panels][K][V], zeros past N, padded to NP panels)
-//                and its bias (c<l>, c<l>_off) where it has one
+//   WMAX         the local vectors' length: the widest layer, in whole blocks of 16
+//   MV_PARAMS    the arguments before y/y_off: the input (a, a_off; or with MV_CONCAT the
+//                Concat's inputs in0, in0_off, ...), then per layer its panels (b<l>, b<l>_off:
+//                B laid out [panels][K][V], zeros past N, padded to NP panels) and its bias
+//                (c<l>, c<l>_off) where it has one
+//   MV_CONCAT    the input row is a Concat's (ConcatRowsBody in codegen_eltwise.cpp), written
+//                into local memory here by MV_CONCAT_BODY for items i < MV_CONCAT_ITEMS
 //   MV_LAYERS    the layers, in order: MV_LAYER(...) (below) and a barrier after each but the
 //                last
 //   MV_ACTV<l>(x), MV_ACT<l>(x)  each layer's activation on a vector and on one value
@@ -70,12 +73,21 @@
     }                                                                                              \
   }
 
-__kernel void matvec_chain(__global const STYPE(TA) * a, uint a_off MV_PARAMS,
-                           __global STYPE(TY) * y, uint y_off) {
+__kernel void matvec_chain(MV_PARAMS, __global STYPE(TY) * y, uint y_off) {
   __local float v0[WMAX], v1[WMAX];
   const int lid = get_local_id(0);
+#if MV_CONCAT
+  {
+    __local float *out0 = v0;
+    const uint out0_off = 0;
+    for (uint i = lid; i < MV_CONCAT_ITEMS; i += get_local_size(0)) {
+      MV_CONCAT_BODY
+    }
+  }
+#else
   for (int k = lid; k < K0; k += get_local_size(0))
     v0[k] = LOAD(TA, a, a_off + k);
+#endif
   barrier(CLK_LOCAL_MEM_FENCE);
   MV_LAYERS
 }
