@@ -894,7 +894,12 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   const bool vec = e.opt.profile == cl::Profile::kCpu && n >= 4 && (!tb || b_const);
   // Block sizes: rows per work-item and columns per work-item (V, one vector, for matmul_vec).
   // An accumulation over K = 0 is all zeros plus the epilogue; handled by the same kernels.
-  const MatMulBlock blk = vec ? ChooseMatMulBlock(e.opt, m, n) : MatMulBlock{};
+  MatMulBlock blk = vec ? ChooseMatMulBlock(e.opt, m, n) : MatMulBlock{};
+  // A work-item that copies its rows of a Concat (A_CAT, below) takes up to four vectors of
+  // columns, so that fewer work-items copy the same rows: the small policy's first product
+  // 19 -> 17-18 us (one column block of 64 instead of two of 32).
+  if (vec && e.product_concats.count(a))
+    blk.nv = std::min<int64_t>(4, static_cast<int64_t>(CeilDiv(n, blk.v)));
   const int64_t rm = vec ? blk.rm : std::min<int64_t>(m, 4);
   const int64_t cols = vec ? blk.v : std::min<int64_t>(n, m == 1 ? 8 : 4);
   const int64_t nv = vec ? blk.nv : 1;
@@ -972,8 +977,33 @@ Status LowerMatMul(Emitter &e, const Node &node) {
       OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, true));
     }
   }
+  // A Concat's rows that this product copies itself (FindProductConcats).
+  std::vector<TensorId> a_parts;
+  if (auto cat = e.product_concats.find(a); vec && b_const && cat != e.product_concats.end()) {
+    const Node &cn = e.graph.nodes[static_cast<size_t>(cat->second)];
+    std::string params;
+    int64_t offset = 0;
+    for (TensorId t : cn.inputs) {
+      const std::string p = std::to_string(a_parts.size());
+      const int64_t len = Product(e.Dims(t)) / m;
+      auto folded = e.folded_by_concat.find(t);
+      const bool round = folded != e.folded_by_concat.end();  // a rounding Cast (checked)
+      a_parts.push_back(round ? folded->second.source : t);
+      params += std::string(params.empty() ? "" : ", ") + "__global const float *ap" + p +
+                ", uint ap" + p + "_off";
+      d.Int("A_K" + p, len).Int("A_OFF" + p, offset);
+      d.Def("A_RND" + p + "(x)", round ? "nn_round_half(x)" : "(x)");
+      d.Def("A_RND" + p + "_16(x)", round ? "nn_round_half16(x)" : "(x)");
+      offset += len;
+    }
+    d.Int("A_CAT", static_cast<int64_t>(a_parts.size())).Int("A_CAT_K", ka);
+    d.Def("A_CAT_PARAMS", params);
+  }
   Pending k;
   k.label = node.Describe();
+  if (!a_parts.empty())
+    k.label +=
+        " (and " + e.graph.nodes[static_cast<size_t>(e.product_concats.at(a))].Describe() + ")";
   k.entry = vec ? "matmul_vec" : "matmul";
   OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
   k.global =
@@ -984,7 +1014,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
           : std::vector<uint64_t>{CeilDiv(n, cols), CeilDiv(m, rm), static_cast<uint64_t>(batch)};
   if (ksplit > 1)
     k.local = {static_cast<uint64_t>(ksplit), 1, 1};
-  k.args = {TArg(a), TArg(bt)};
+  if (a_parts.empty())
+    k.args = {TArg(a)};
+  for (TensorId t : a_parts)
+    k.args.push_back(TArg(t));
+  k.args.push_back(TArg(bt));
   if (c != kNoTensor)
     k.args.push_back(TArg(c));
   if (res != kNoTensor)
@@ -1084,7 +1118,7 @@ std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t 
 // next as its A, held in float32 in between (what matvec_chain keeps in local memory), with at
 // most kChainMacs multiply-adds in all.
 void FindProductChains(Emitter &e) {
-  if (e.opt.profile != cl::Profile::kCpu || !e.opt.product_chains)
+  if (e.opt.profile != cl::Profile::kCpu || !e.opt.fuse_products)
     return;
   const Graph &g = e.graph;
   const std::vector<int> uses = g.UseCounts();  // graph outputs count too
@@ -1143,6 +1177,56 @@ void FindProductChains(Emitter &e) {
       }
     }
     e.product_chains[g.nodes[i].outputs[0]] = pc;
+  }
+}
+
+// A row-copying Concat along K of two to four float32 parts, each as it is or a rounding Cast's
+// source, read only by a product that takes matmul_vec with a constant B and one batch: the
+// product copies its rows itself (matmul_vec's A_CAT), and the Concat gets no launch. A small
+// policy's first layer: its features and desire, rounded to half (4-5 us and a launch before
+// a 14 us product).
+void FindProductConcats(Emitter &e) {
+  if (e.opt.profile != cl::Profile::kCpu || !e.opt.fuse_products)
+    return;
+  const Graph &g = e.graph;
+  const std::vector<int> uses = g.UseCounts();
+  const std::vector<int> producers = g.Producers();
+  for (const Node &node : g.nodes) {
+    if ((node.op != OpKind::kGemm && node.op != OpKind::kMatMul && node.op != OpKind::kFusedGemm) ||
+        node.inputs.size() < 2 || node.outputs.empty() || node.outputs[0] == kNoTensor ||
+        e.chained.count(node.outputs[0]) || e.product_chains.count(node.outputs[0]))
+      continue;
+    if (node.op != OpKind::kMatMul && node.attrs.Int("transA", 0) != 0)
+      continue;
+    const TensorId a = node.inputs[0], b = node.inputs[1];
+    const std::vector<int64_t> &ad = e.Dims(a), &bd = e.Dims(b);
+    const Tensor &broot = e.T(e.Root(b));
+    if (ad.size() < 2 || bd.size() != 2 || !broot.is_constant() || !IsFloat(broot.dtype) ||
+        Product(ad, 0, ad.size() - 2) != 1 || e.Tag(a) != "f32")
+      continue;
+    const int64_t n =
+        node.op != OpKind::kMatMul && node.attrs.Int("transB", 0) != 0 ? bd[0] : bd[1];
+    const int p = producers[static_cast<size_t>(a)];
+    if (n < 4 || p < 0 || uses[static_cast<size_t>(a)] != 1 || e.Root(a) != a || e.IsIo(a))
+      continue;
+    const Node &cat = g.nodes[static_cast<size_t>(p)];
+    if (cat.op != OpKind::kConcat || cat.inputs.size() < 2 || cat.inputs.size() > 4 ||
+        !gen::ConcatRowsApply(e, cat))
+      continue;
+    auto axis = NormalizeAxis(cat.attrs.Int("axis", 0), static_cast<int64_t>(ad.size()));
+    if (!axis.ok() || static_cast<size_t>(*axis) != ad.size() - 1)
+      continue;
+    bool ok = true;
+    for (TensorId t : cat.inputs) {
+      auto folded = e.folded_by_concat.find(t);
+      ok = ok && t != kNoTensor && Product(e.Dims(t)) != 0 &&
+           (folded == e.folded_by_concat.end() ||
+            folded->second.kind == Emitter::ConcatFold::Kind::kRound);
+    }
+    if (!ok)
+      continue;
+    e.product_concats[a] = p;
+    e.chained.insert(a);
   }
 }
 
@@ -2645,6 +2729,7 @@ Status BindIo(Emitter &e, OutputCopies *copies) {
   }
   FoldIntoConcats(e);
   FindProductChains(e);
+  FindProductConcats(e);
   return Status::Ok();
 }
 

@@ -40,9 +40,11 @@ struct CodegenOptions {
   // a CPU device on a host processor that has it, unless GST_OP_INT8_DOT=0 says otherwise. A
   // model that uses it records "avx512vnni" in its cpu_features.
   bool int8_dot = false;
-  // The CPU profile's chains of small matrix-vector products as one launch each
-  // (kernels/matvec_chain.cl); off to compare with the products launched one by one.
-  bool product_chains = true;
+  // The CPU profile's launch-saving fusions around matrix products: chains of small
+  // matrix-vector products as one launch (kernels/matvec_chain.cl) and Concats whose rows the
+  // product reading them copies itself (matmul_vec's A_CAT). Off to compare with the launches
+  // one by one.
+  bool fuse_products = true;
 };
 
 // Whether this host processor has AVX-512 VNNI (and AVX-512 BW, which its registers need).

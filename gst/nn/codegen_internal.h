@@ -84,6 +84,10 @@ class Emitter {
   };
   std::map<TensorId, ProductChain> product_chains;
   std::set<TensorId> chained;
+  // Concats whose rows the one product reading them copies itself (FindProductConcats in
+  // codegen.cpp; matmul_vec's A_CAT): the Concat's output → its node index. The output is in
+  // `chained` too.
+  std::map<TensorId, int> product_concats;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;
 

@@ -809,6 +809,27 @@ std::string DefinedIn(const CompiledModel &model, const std::string &name) {
   return "";
 }
 
+// `g` compiled with `opt` and run on the test device with `feeds`: its outputs (none after a
+// failure, which it reports), its launches and their labels.
+std::vector<Tensor> RunCompiled(const Graph &g, const std::vector<Tensor> &feeds,
+                                const CodegenOptions &opt, size_t *launches, std::string *labels) {
+  Device &dev = TestDevice();
+  auto model = GenerateCode(g, opt);
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok())
+    return {};
+  *launches = model->kernels.size();
+  for (const KernelDesc &k : model->kernels)
+    *labels += k.label + "; ";
+  auto exec = Executor::Create(dev.device, std::move(*model));
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  if (!exec.ok())
+    return {};
+  auto out = (*exec)->RunHost(dev.queue, feeds);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
 // The CPU profile runs a chain of small matrix-vector products as one launch of one work-group
 // (kernels/matvec_chain.cl): a policy's head (three products with biases and Relus, 998
 // outputs), and MatMul / Gemm links with alpha, beta, a Tanh and widths that are not whole
@@ -817,27 +838,11 @@ std::string DefinedIn(const CompiledModel &model, const std::string &name) {
 // compiled with the products launched one by one: equal bit for bit, as the kernel sums and
 // finishes in matmul_vec's order. A link with an activation of no vector form (Sigmoid), or an
 // output the graph also gives, ends a chain.
-TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
+TEST(ProductFusions, AChainIsOneLaunchEqualToTheProductsBitForBit) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device) << "no device";
   auto cpu = OptionsForProfile("cpu", Precision::kFp32);
   ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-  auto run = [&](Builder &b, const CodegenOptions &opt, size_t *launches, std::string *labels) {
-    auto model = GenerateCode(b.g, opt);
-    EXPECT_TRUE(model.ok()) << model.status().ToString();
-    if (!model.ok())
-      return std::vector<Tensor>{};
-    *launches = model->kernels.size();
-    for (const KernelDesc &k : model->kernels)
-      *labels += k.label + "; ";
-    auto exec = Executor::Create(dev.device, std::move(*model));
-    EXPECT_TRUE(exec.ok()) << exec.status().ToString();
-    if (!exec.ok())
-      return std::vector<Tensor>{};
-    auto out = (*exec)->RunHost(dev.queue, b.feeds);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return out.ok() ? *out : std::vector<Tensor>{};
-  };
   // Weights of a trained network's scale (sums of a hundred terms stay near 1).
   auto W = [](Builder &b, Shape s) { return b.Weights(std::move(s), -0.15f, 0.15f); };
   const Attributes relu_t = A({{"transB", int64_t{1}}, {"activation", std::string("Relu")}});
@@ -902,11 +907,11 @@ TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
     c.build(b);
     ASSERT_TRUE(InferShapes(b.g).ok());
     CodegenOptions apart = *cpu;
-    apart.product_chains = false;
+    apart.fuse_products = false;
     size_t n_chain = 0, n_apart = 0;
     std::string labels, labels_apart;
-    const std::vector<Tensor> fused = run(b, *cpu, &n_chain, &labels);
-    const std::vector<Tensor> each = run(b, apart, &n_apart, &labels_apart);
+    const std::vector<Tensor> fused = RunCompiled(b.g, b.feeds, *cpu, &n_chain, &labels);
+    const std::vector<Tensor> each = RunCompiled(b.g, b.feeds, apart, &n_apart, &labels_apart);
     EXPECT_EQ(n_chain, c.launches) << labels;
     EXPECT_EQ(labels.find("MatVecChain") != std::string::npos, c.chained) << labels;
     EXPECT_EQ(("; " + labels).find("; Concat "), std::string::npos) << "a Concat's own launch";
@@ -918,6 +923,57 @@ TEST(ProductChains, OneLaunchEqualToTheProductsBitForBit) {
     }
     ExpectMatchesReference(b, Precision::kFp32, 1e-5f, c.name, nullptr, &*cpu);
   }
+}
+
+// The CPU profile's product copies the rows of a Concat it alone reads (matmul_vec's A_CAT): a
+// small policy's first layer, its features and desire rounded to half (float16 Casts at float32
+// storage), the Concat and the Casts no launch of their own. Equal bit for bit to the same graph
+// with the Concat launched, and to the interpreter on the float32 twin.
+TEST(ProductFusions, AProductCopiesTheRowsOfAConcatOfRoundingCasts) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto cpu = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  std::vector<float> wv(45 * 20);
+  for (size_t i = 0; i < wv.size(); i++)  // multiples of 1/64: float16 holds them exactly
+    wv[i] = static_cast<float>(static_cast<int>(i * 37 % 129) - 64) / 64.f;
+  const Tensor w = MakeFloatConstant(wv, Shape({45, 20}));
+  const Attributes to_half = A({{"to", int64_t{10}}}), to_float = A({{"to", int64_t{1}}});
+  Builder b;
+  TensorId f = b.Input("features", {1, 25, 37});  // two blocks of 16 and a tail of 5
+  TensorId d = b.Input("desire", {1, 25, 8});
+  TensorId cat = b.Add(OpKind::kConcat,
+                       {b.Add(OpKind::kCast, {f}, to_half), b.Add(OpKind::kCast, {d}, to_half)},
+                       A({{"axis", int64_t{2}}}));
+  TensorId wh = b.Add(OpKind::kCast, {b.Const(w)}, to_half);
+  b.Output(b.Add(OpKind::kCast, {b.Add(OpKind::kMatMul, {cat, wh})}, to_float));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  Graph g = b.g;
+  ASSERT_TRUE(OptimizeGraph(g).ok());
+  CodegenOptions apart = *cpu;
+  apart.fuse_products = false;
+  size_t n_fused = 0, n_apart = 0;
+  std::string labels, labels_apart;
+  const std::vector<Tensor> fused = RunCompiled(g, b.feeds, *cpu, &n_fused, &labels);
+  const std::vector<Tensor> each = RunCompiled(g, b.feeds, apart, &n_apart, &labels_apart);
+  EXPECT_EQ(n_fused, 1u) << labels;
+  EXPECT_NE(labels.find("(and Concat"), std::string::npos) << labels;
+  EXPECT_EQ(n_apart, 2u) << labels_apart;  // the Concat (with the Casts), the product
+  ASSERT_EQ(fused.size(), 1u);
+  ASSERT_EQ(each.size(), 1u);
+  ASSERT_TRUE(fused[0].data && each[0].data);
+  EXPECT_EQ(*fused[0].data, *each[0].data) << "differs from the Concat launched";
+  Builder twin;  // float32 storage computes in float32: the model's float32 twin is the oracle
+  TensorId tf =
+      twin.Add(OpKind::kCast,
+               {twin.Add(OpKind::kCast, {twin.Input("features", {1, 25, 37})}, to_half)}, to_float);
+  TensorId td =
+      twin.Add(OpKind::kCast,
+               {twin.Add(OpKind::kCast, {twin.Input("desire", {1, 25, 8})}, to_half)}, to_float);
+  twin.Output(
+      twin.Add(OpKind::kMatMul,
+               {twin.Add(OpKind::kConcat, {tf, td}, A({{"axis", int64_t{2}}})), twin.Const(w)}));
+  ExpectMatchesReference(b, Precision::kFp32, 1e-6f, "fp32", &twin, &*cpu);
 }
 
 // GPU profiles split a matrix-vector product's K across a work-group (matmul.cl's KSPLIT) and add

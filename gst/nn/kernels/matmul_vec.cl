@@ -28,8 +28,29 @@
 NN_DEFINE_ACT_CHAIN_V
 #endif
 
-__kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global const STYPE(TB) * bm,
-                         uint b_off,
+#if A_CAT
+// A's rows are a Concat's along k (the parts' rows one after another, each part rounded to half
+// or not: A_RND<p>): a work-item copies its RM rows once into private memory, 16 values at a
+// time, instead of a launch writing the Concat (the small policy's features and desire, 13,000
+// values). Defines: A_CAT (parts, up to 4), A_CAT_K (the row), A_K<p> and A_OFF<p> (a part's
+// length and place in the row), A_RND<p>(x) and A_RND<p>_16(x) (identity or nn_round_half);
+// arguments ap<p>, ap<p>_off in place of a, a_off.
+#define A_PART(p)                                               \
+  {                                                             \
+    __global const float *s = ap##p + ap##p##_off + m * A_K##p; \
+    float *d = dst + A_OFF##p;                                  \
+    int j = 0;                                                  \
+    for (; j + 16 <= A_K##p; j += 16)                           \
+      vstore16(A_RND##p##_16(vload16(0, s + j)), 0, d + j);     \
+    for (; j < A_K##p; j++)                                     \
+      d[j] = A_RND##p(s[j]);                                    \
+  }
+#define A_ARGS A_CAT_PARAMS
+#else
+#define A_ARGS __global const STYPE(TA) * a, uint a_off
+#endif
+
+__kernel void matmul_vec(A_ARGS, __global const STYPE(TB) * bm, uint b_off,
 #if HAS_C
                          __global const STYPE(TC) * c, uint c_off,
 #endif
@@ -49,7 +70,9 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
     return;
   const int m0 = mb * RM;
   const int n0 = nb * (V * NV);
+#if !A_CAT
   const int abase = a_off + A_BOFF(bt);
+#endif
 #if B_PANEL
   const int bbase = b_off + nb * NV * (K * V);
 #else
@@ -59,10 +82,31 @@ __kernel void matmul_vec(__global const STYPE(TA) * a, uint a_off, __global cons
   // Rows past the edge repeat the last valid one; their results are not stored. Row pointers,
   // not offsets: the four loads per row and step address from one pointer and k, instead of a
   // 32-bit sum sign-extended per load.
+#if A_CAT
+  float apriv[RM * A_CAT_K];
+  const float *arow[RM];
+#pragma unroll 1
+  for (int i = 0; i < RM; i++) {
+    const int m = min(m0 + i, M - 1);
+    float *dst = apriv + i * A_CAT_K;
+    A_PART(0)
+    A_PART(1)
+#if A_CAT > 2
+    A_PART(2)
+#endif
+#if A_CAT > 3
+    A_PART(3)
+#endif
+  }
+#pragma unroll
+  for (int i = 0; i < RM; i++)
+    arow[i] = apriv + i * A_CAT_K;
+#else
   __global const STYPE(TA) * arow[RM];
 #pragma unroll
   for (int i = 0; i < RM; i++)
     arow[i] = a + abase + min(m0 + i, M - 1) * A_SM;
+#endif
   // acc[j * RM + i]: row m0 + i, columns n0 + j * V ...
   VF acc[RM * NV];
 #pragma unroll
