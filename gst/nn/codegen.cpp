@@ -723,6 +723,11 @@ struct MatMulBlock {
 // under 4 MFLOP keep the driver's choice: 16 groups made the small vision model's slower
 // (2.6-2.8 ms against 2.5-2.7), each group's start costing more than the balance gained.
 constexpr uint64_t kGroupedProductFlops = 4'000'000;
+// A vector-matrix product streams its B once and does little else: from 1 MFLOP its columns go
+// to work-groups of their own too. The full-size policy's head (three products of about 2 MFLOP,
+// 2 MiB of float16 weights each: 16 work-items that PoCL gave one group, one core) took 0.83-0.84
+// ms per run against 0.96-0.99 ms (p10 of 100 runs, four interleaved rounds on a 2-core Xeon).
+constexpr uint64_t kGroupedVectorProductFlops = 1'000'000;
 constexpr uint64_t kProductGroups = 64;
 
 // A local size that divides `global` into at least `groups` work-groups where it has that many
@@ -1031,7 +1036,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;
-  if (vec && k.flops >= kGroupedProductFlops)
+  if (vec && k.flops >= (batch * m == 1 ? kGroupedVectorProductFlops : kGroupedProductFlops))
     k.local = SplitIntoGroups(k.global, kProductGroups);
   e.Emit(std::move(k));
   return Status::Ok();
