@@ -1190,6 +1190,7 @@ void FindProductChains(Emitter &e) {
 // product copies its rows itself (matmul_vec's A_CAT), and the Concat gets no launch. A small
 // policy's first layer: its features and desire, rounded to half (4-5 us and a launch before
 // a 14 us product).
+constexpr int64_t kConcatRowMax = 2048;
 void FindProductConcats(Emitter &e) {
   if (e.opt.profile != cl::Profile::kCpu || !e.opt.fuse_products)
     return;
@@ -1206,8 +1207,9 @@ void FindProductConcats(Emitter &e) {
     const TensorId a = node.inputs[0], b = node.inputs[1];
     const std::vector<int64_t> &ad = e.Dims(a), &bd = e.Dims(b);
     const Tensor &broot = e.T(e.Root(b));
+    // The rows go to private memory: up to 8 rows of 2,048 values (64 KiB per work-item).
     if (ad.size() < 2 || bd.size() != 2 || !broot.is_constant() || !IsFloat(broot.dtype) ||
-        Product(ad, 0, ad.size() - 2) != 1 || e.Tag(a) != "f32")
+        Product(ad, 0, ad.size() - 2) != 1 || e.Tag(a) != "f32" || ad.back() > kConcatRowMax)
       continue;
     const int64_t n =
         node.op != OpKind::kMatMul && node.attrs.Int("transB", 0) != 0 ? bd[0] : bd[1];
