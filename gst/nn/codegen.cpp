@@ -1058,15 +1058,16 @@ constexpr int64_t kChainPanels = 8;      // panels of V columns per work-item: N
 struct ChainLink {
   size_t node = 0;
   TensorId a = kNoTensor, b = kNoTensor, c = kNoTensor, y = kNoTensor;
-  bool tb = false;
+  TensorId r = kNoTensor;  // a residual: the chain's input (FindProductChains checks)
+  bool tb = false, res_after = false;
   float alpha = 1.f, beta = 1.f;
-  int64_t k = 0, n = 0;
+  int64_t rows = 1, k = 0, n = 0;
   std::string act, actv;  // the activation on one value and on a vector VF
 };
 
-// The link `node` can be, or none: a Gemm, MatMul or FusedGemm (no residual) of one row by a
-// constant 2-D float B, with a constant bias along N or none, an activation with a vector form,
-// and float storage that matvec_chain reads and writes.
+// The link `node` can be, or none: a Gemm, MatMul or FusedGemm of rows by a constant 2-D float
+// B, with a constant bias along N or none, a residual of the output's shape or none, an
+// activation with a vector form, and float storage that matvec_chain reads and writes.
 std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t index) {
   if (node.op != OpKind::kGemm && node.op != OpKind::kMatMul && node.op != OpKind::kFusedGemm)
     return std::nullopt;
@@ -1085,8 +1086,10 @@ std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t 
     l.beta = node.attrs.Float("beta", 1.f);
     l.c = node.input(2);
   }
-  if (node.op == OpKind::kFusedGemm && node.input(3) != kNoTensor)
-    return std::nullopt;
+  if (node.op == OpKind::kFusedGemm) {
+    l.r = node.input(3);
+    l.res_after = node.attrs.Int("residual_after_activation", 0) != 0;
+  }
   const std::vector<int64_t> &bd = e.Dims(l.b);
   const Tensor &broot = e.T(e.Root(l.b));
   if (bd.size() != 2 || !broot.is_constant() || !IsFloat(broot.dtype))
@@ -1094,8 +1097,13 @@ std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t 
   l.k = l.tb ? bd[1] : bd[0];
   l.n = l.tb ? bd[0] : bd[1];
   const std::vector<int64_t> &ad = e.Dims(l.a);
-  if (ad.empty() || ad.back() != l.k || Product(ad) != l.k || Product(e.Dims(l.y)) != l.n ||
-      l.k < 1 || l.n < 1 || l.k > kChainWidth || l.n > kChainWidth)
+  if (ad.empty() || ad.back() != l.k || l.k < 1 || l.n < 1 || l.k > kChainWidth ||
+      l.n > kChainWidth || Product(ad) % l.k != 0)
+    return std::nullopt;
+  l.rows = Product(ad) / l.k;
+  if (l.rows < 1 || Product(e.Dims(l.y)) != l.rows * l.n || e.Dims(l.y).back() != l.n)
+    return std::nullopt;
+  if (l.r != kNoTensor && (Product(e.Dims(l.r)) != l.rows * l.n || e.Dims(l.r).back() != l.n))
     return std::nullopt;
   if (l.c != kNoTensor) {
     const std::vector<int64_t> &cd = e.Dims(l.c);
@@ -1119,6 +1127,12 @@ std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t 
   return l;
 }
 
+// A chain's rows per work-group: one for one row; else matmul_vec's row block (5 of a policy's
+// 25 rows on AVX-512), its rows' accumulators for two panels in registers.
+int64_t ChainRows(const CodegenOptions &opt, int64_t rows) {
+  return rows == 1 ? 1 : ChooseMatMulBlock(opt, rows, 2 * WidestVector(opt)).rm;
+}
+
 // Finds the chains (CPU profile): two or more links, each product's output read only by the
 // next as its A, held in float32 in between (what matvec_chain keeps in local memory), with at
 // most kChainMacs multiply-adds in all.
@@ -1140,8 +1154,12 @@ void FindProductChains(Emitter &e) {
     std::optional<ChainLink> head = AsChainLink(e, g.nodes[i], i);
     if (!head)
       continue;
+    // A residual must be the chain's input row (read from its buffer at the end of the layer).
+    if (head->r != kNoTensor && (head->r != head->a || head->k != head->n))
+      continue;
+    const int64_t rb = ChainRows(e.opt, head->rows);
     std::vector<size_t> chain = {i};
-    int64_t macs = head->k * head->n;
+    int64_t macs = rb * head->k * head->n;
     ChainLink last = *head;
     while (true) {
       const TensorId y = last.y;
@@ -1150,9 +1168,11 @@ void FindProductChains(Emitter &e) {
         break;
       const size_t next = static_cast<size_t>(reader[yi]);
       std::optional<ChainLink> l = AsChainLink(e, g.nodes[next], next);
-      if (!l || l->a != y || taken.count(next) || macs + l->k * l->n > kChainMacs)
+      if (!l || l->a != y || taken.count(next) || l->rows != head->rows ||
+          macs + rb * l->k * l->n > kChainMacs ||
+          (l->r != kNoTensor && (l->r != head->a || l->n != head->k)))
         break;
-      macs += l->k * l->n;
+      macs += rb * l->k * l->n;
       chain.push_back(next);
       last = *l;
     }
@@ -1170,7 +1190,11 @@ void FindProductChains(Emitter &e) {
     // chain's local memory by the chain itself: one launch fewer.
     const TensorId a = head->a;
     const int p = producers[static_cast<size_t>(a)];
-    if (p >= 0 && uses[static_cast<size_t>(a)] == 1 && e.Root(a) == a && !e.IsIo(a)) {
+    bool residual = false;
+    for (size_t j : chain)
+      residual = residual || g.nodes[j].input(3) != kNoTensor;
+    if (p >= 0 && head->rows == 1 && !residual && uses[static_cast<size_t>(a)] == 1 &&
+        e.Root(a) == a && !e.IsIo(a)) {
       const Node &cat = g.nodes[static_cast<size_t>(p)];
       auto axis = cat.op == OpKind::kConcat ? NormalizeAxis(cat.attrs.Int("axis", 0),
                                                             static_cast<int64_t>(e.Dims(a).size()))
@@ -1246,6 +1270,10 @@ Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
     links.push_back(*l);
   }
   const int64_t v = WidestVector(e.opt);
+  const int64_t rows = links[0].rows, rb = ChainRows(e.opt, rows);
+  // Panels per work-item: eight for one row (independent accumulators), two for a row block
+  // (RB x 2 accumulators, as matmul_vec's 8 x 2 on AVX-512).
+  const int64_t np = rb == 1 ? kChainPanels : 2;
   int64_t wmax = links[0].k, panels = 1;
   for (const ChainLink &l : links) {
     wmax = std::max(wmax, l.n);
@@ -1279,7 +1307,7 @@ Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
   for (size_t j = 0; j < links.size(); j++) {
     const ChainLink &l = links[j];
     const std::string s = std::to_string(j);
-    const TensorId panels_id = ProductPanels(e, l.b, l.tb, l.k, l.n, v, kChainPanels);
+    const TensorId panels_id = ProductPanels(e, l.b, l.tb, l.k, l.n, v, np);
     const std::string tb = e.Tag(panels_id);
     params += ", __global const STYPE(" + tb + ") *b" + s + ", uint b" + s + "_off";
     k.args.push_back(TArg(panels_id));
@@ -1297,13 +1325,15 @@ Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
               ", " + std::to_string(l.k) + ", " + std::to_string(l.n) + ", " + c + ", " + c +
               "_off, " + tc + ", " + (l.c != kNoTensor ? "1" : "0") + ", " +
               gen::FloatLit(l.alpha) + ", " + gen::FloatLit(l.beta) + ", MV_ACTV" + s + ", MV_ACT" +
-              s + ", " + (last ? "1" : "0") + ") ";
+              s + ", " + (last ? "1" : "0") + ", " + (l.r != kNoTensor ? "1" : "0") + ", " +
+              (l.res_after ? "1" : "0") + ") ";
     if (!last)
       layers += "barrier(CLK_LOCAL_MEM_FENCE); ";
-    k.flops += 2ull * static_cast<uint64_t>(l.k * l.n);
+    k.flops += 2ull * static_cast<uint64_t>(rows * l.k * l.n);
   }
   const TensorId y = links.back().y;
-  d.Def("TA", e.Tag(links[0].a)).Def("TY", e.Tag(y)).Int("V", v).Int("NP", kChainPanels);
+  d.Def("TA", e.Tag(links[0].a)).Def("TY", e.Tag(y)).Int("V", v).Int("NP", np);
+  d.Int("M", rows).Int("RB", rb);
   // The local vectors hold whole 16-value blocks of a Concat's parts.
   wmax = CeilDiv(wmax, 16) * 16;
   d.Int("K0", links[0].k).Int("WMAX", wmax).Def("MV_PARAMS", params.substr(2));
@@ -1311,9 +1341,9 @@ Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
   OP_ASSIGN_OR_RETURN(k.source, e.Source("matvec_chain", d));
   k.args.push_back(TArg(y));
   k.writes = {y};
-  const uint64_t items = CeilDiv(panels, kChainPanels);
-  k.global = {items};
-  k.local = {items};
+  const uint64_t items = CeilDiv(panels, np);
+  k.global = {items, CeilDiv(rows, rb)};
+  k.local = {items, 1};
   e.Emit(std::move(k));
   return Status::Ok();
 }

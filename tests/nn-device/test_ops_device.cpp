@@ -830,9 +830,10 @@ std::vector<Tensor> RunCompiled(const Graph &g, const std::vector<Tensor> &feeds
   return out.ok() ? *out : std::vector<Tensor>{};
 }
 
-// The CPU profile runs a chain of small matrix-vector products as one launch of one work-group
-// (kernels/matvec_chain.cl): a policy's head (three products with biases and Relus, 998
-// outputs), and MatMul / Gemm links with alpha, beta, a Tanh and widths that are not whole
+// The CPU profile runs a chain of small matrix products as one launch (kernels/matvec_chain.cl):
+// a policy's head (three products with biases and Relus, 998 outputs); an MLP on each of 25 or 7
+// rows with the input added back before or after the activation (a residual of anything else
+// ends the chain); and MatMul / Gemm links with alpha, beta, a Tanh and widths that are not whole
 // vectors (21, 19, 5), and a chain that copies its input row from a Concat's parts itself (a mean
 // over time, the last step, an input). Each against the interpreter, and against the same graph
 // compiled with the products launched one by one: equal bit for bit, as the kernel sums and
@@ -884,6 +885,31 @@ TEST(ProductFusions, AChainIsOneLaunchEqualToTheProductsBitForBit) {
          b.Output(b.Add(OpKind::kGemm, {y, W(b, {24, 16})}));
        },
        2, true},  // the Relu, and the chain with the Concat
+      {"an MLP on each of 25 rows, the input added back",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {1, 25, 64});
+         TensorId h = b.Add(OpKind::kFusedGemm, {x, W(b, {64, 128}), W(b, {128})},
+                            A({{"activation", std::string("Relu")}}));
+         b.Output(b.Add(OpKind::kFusedGemm, {h, W(b, {128, 64}), W(b, {64}), x}));
+       },
+       1, true},
+      {"7 rows of 37, Tanh, the input added after it",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {7, 37});
+         TensorId h = b.Add(OpKind::kMatMul, {x, W(b, {37, 21})});
+         b.Output(b.Add(
+             OpKind::kFusedGemm, {h, W(b, {21, 37}), W(b, {37}), x},
+             A({{"activation", std::string("Tanh")}, {"residual_after_activation", int64_t{1}}})));
+       },
+       1, true},
+      {"a residual that is not the chain's input",
+       [&](Builder &b) {
+         TensorId x = b.Input("x", {3, 16});
+         TensorId h = b.Add(OpKind::kMatMul, {x, W(b, {16, 16})});
+         b.Output(
+             b.Add(OpKind::kFusedGemm, {h, W(b, {16, 16}), W(b, {16}), b.Input("z", {3, 16})}));
+       },
+       2, false},
       {"a Sigmoid between",
        [&](Builder &b) {
          TensorId x = b.Input("x", {1, 40});
