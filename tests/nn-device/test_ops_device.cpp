@@ -927,28 +927,34 @@ TEST(ProductFusions, AChainIsOneLaunchEqualToTheProductsBitForBit) {
        },
        2, false},
   };
-  for (const auto &c : cases) {
-    SCOPED_TRACE(c.name);
-    Builder b;
-    c.build(b);
-    ASSERT_TRUE(InferShapes(b.g).ok());
-    CodegenOptions apart = *cpu;
-    apart.fuse_products = false;
-    size_t n_chain = 0, n_apart = 0;
-    std::string labels, labels_apart;
-    const std::vector<Tensor> fused = RunCompiled(b.g, b.feeds, *cpu, &n_chain, &labels);
-    const std::vector<Tensor> each = RunCompiled(b.g, b.feeds, apart, &n_apart, &labels_apart);
-    EXPECT_EQ(n_chain, c.launches) << labels;
-    EXPECT_EQ(labels.find("MatVecChain") != std::string::npos, c.chained) << labels;
-    EXPECT_EQ(("; " + labels).find("; Concat "), std::string::npos) << "a Concat's own launch";
-    EXPECT_EQ(labels_apart.find("MatVecChain"), std::string::npos) << labels_apart;
-    ASSERT_EQ(fused.size(), each.size());
-    for (size_t o = 0; o < fused.size(); o++) {
-      ASSERT_TRUE(fused[o].data && each[o].data);
-      EXPECT_EQ(*fused[o].data, *each[o].data) << "output " << o << " differs from the products'";
+  // AVX-512's blocking (16 lanes, 32 registers) and AVX2's (8 and 16: 2-row blocks), whatever
+  // the processor at hand.
+  CodegenOptions avx2 = *cpu;
+  avx2.simd_lanes = 8;
+  avx2.simd_registers = 16;
+  for (const CodegenOptions &opt : {*cpu, avx2})
+    for (const auto &c : cases) {
+      SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(opt.simd_lanes) + " lanes");
+      Builder b;
+      c.build(b);
+      ASSERT_TRUE(InferShapes(b.g).ok());
+      CodegenOptions apart = opt;
+      apart.fuse_products = false;
+      size_t n_chain = 0, n_apart = 0;
+      std::string labels, labels_apart;
+      const std::vector<Tensor> fused = RunCompiled(b.g, b.feeds, opt, &n_chain, &labels);
+      const std::vector<Tensor> each = RunCompiled(b.g, b.feeds, apart, &n_apart, &labels_apart);
+      EXPECT_EQ(n_chain, c.launches) << labels;
+      EXPECT_EQ(labels.find("MatVecChain") != std::string::npos, c.chained) << labels;
+      EXPECT_EQ(("; " + labels).find("; Concat "), std::string::npos) << "a Concat's own launch";
+      EXPECT_EQ(labels_apart.find("MatVecChain"), std::string::npos) << labels_apart;
+      ASSERT_EQ(fused.size(), each.size());
+      for (size_t o = 0; o < fused.size(); o++) {
+        ASSERT_TRUE(fused[o].data && each[o].data);
+        EXPECT_EQ(*fused[o].data, *each[o].data) << "output " << o << " differs from the products'";
+      }
+      ExpectMatchesReference(b, Precision::kFp32, 1e-5f, c.name, nullptr, &opt);
     }
-    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, c.name, nullptr, &*cpu);
-  }
 }
 
 // The CPU profile's product copies the rows of a Concat it alone reads (matmul_vec's A_CAT): a
