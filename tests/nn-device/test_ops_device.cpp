@@ -982,19 +982,25 @@ TEST(ProductFusions, AProductCopiesTheRowsOfAConcatOfRoundingCasts) {
   ASSERT_TRUE(InferShapes(b.g).ok());
   Graph g = b.g;
   ASSERT_TRUE(OptimizeGraph(g).ok());
-  CodegenOptions apart = *cpu;
-  apart.fuse_products = false;
-  size_t n_fused = 0, n_apart = 0;
-  std::string labels, labels_apart;
-  const std::vector<Tensor> fused = RunCompiled(g, b.feeds, *cpu, &n_fused, &labels);
-  const std::vector<Tensor> each = RunCompiled(g, b.feeds, apart, &n_apart, &labels_apart);
-  EXPECT_EQ(n_fused, 1u) << labels;
-  EXPECT_NE(labels.find("(and Concat"), std::string::npos) << labels;
-  EXPECT_EQ(n_apart, 2u) << labels_apart;  // the Concat (with the Casts), the product
-  ASSERT_EQ(fused.size(), 1u);
-  ASSERT_EQ(each.size(), 1u);
-  ASSERT_TRUE(fused[0].data && each[0].data);
-  EXPECT_EQ(*fused[0].data, *each[0].data) << "differs from the Concat launched";
+  CodegenOptions avx2 = *cpu;  // AVX2's blocking too, whatever the processor at hand
+  avx2.simd_lanes = 8;
+  avx2.simd_registers = 16;
+  for (const CodegenOptions &opt : {*cpu, avx2}) {
+    SCOPED_TRACE(std::to_string(opt.simd_lanes) + " lanes");
+    CodegenOptions apart = opt;
+    apart.fuse_products = false;
+    size_t n_fused = 0, n_apart = 0;
+    std::string labels, labels_apart;
+    const std::vector<Tensor> fused = RunCompiled(g, b.feeds, opt, &n_fused, &labels);
+    const std::vector<Tensor> each = RunCompiled(g, b.feeds, apart, &n_apart, &labels_apart);
+    EXPECT_EQ(n_fused, 1u) << labels;
+    EXPECT_NE(labels.find("(and Concat"), std::string::npos) << labels;
+    EXPECT_EQ(n_apart, 2u) << labels_apart;  // the Concat (with the Casts), the product
+    ASSERT_EQ(fused.size(), 1u);
+    ASSERT_EQ(each.size(), 1u);
+    ASSERT_TRUE(fused[0].data && each[0].data);
+    EXPECT_EQ(*fused[0].data, *each[0].data) << "differs from the Concat launched";
+  }
   Builder twin;  // float32 storage computes in float32: the model's float32 twin is the oracle
   TensorId tf =
       twin.Add(OpKind::kCast,
