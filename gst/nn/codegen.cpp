@@ -984,6 +984,9 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   }
   // A Concat's rows that this product copies itself (FindProductConcats).
   std::vector<TensorId> a_parts;
+  if (e.product_concats.count(a) && !(vec && b_const))  // FindProductConcats promised it
+    return Internal(NodeWhere(node) +
+                    ": its Concat's rows were left to it, and it cannot copy them");
   if (auto cat = e.product_concats.find(a); vec && b_const && cat != e.product_concats.end()) {
     const Node &cn = e.graph.nodes[static_cast<size_t>(cat->second)];
     std::string params;
