@@ -1045,19 +1045,21 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   return Status::Ok();
 }
 
-// ---- Chains of small matrix-vector products (kernels/matvec_chain.cl)
+// ---- Chains of small matrix products (kernels/matvec_chain.cl)
 //
 // A policy's head is a row vector through two or three small products with activations
-// between: on the CPU profile each took 1-7 microseconds and its launch about as much again
-// (the small policy: 9 launches, 0.064 ms per run against onnxruntime's 0.059). A chain of
-// such products runs as one launch of one work-group: one core, the vectors between layers in
-// local memory. Only where the chain's work is small: on one core a long chain would run longer
-// than its products split over all of them.
-constexpr int64_t kChainMacs = 262'144;  // the small policy's head: 161,000
-constexpr int64_t kChainWidth = 4096;    // the longest vector in local memory
-constexpr int64_t kChainPanels = 8;      // panels of V columns per work-item: NP
+// between, and its per-time-step MLP a few rows through two: on the CPU profile each product
+// took 1-7 microseconds and its launch about as much again (the small policy: 9 launches, 0.064
+// ms per run against onnxruntime's 0.059). A chain of such products runs as one launch, a
+// work-group per block of rows (one core each), the rows between layers in local memory. Only
+// where a work-group's work is small: on one core a long chain would run longer than its
+// products split over all of them.
+constexpr int64_t kChainMacs = 262'144;  // per work-group; the small policy's head: 161,000
+constexpr int64_t kChainWidth = 4096;    // the longest row in local memory
+constexpr int64_t kChainPanels = 8;      // panels of V columns per work-item for one row: NP
 
-// What one product of a chain computes: y[n] = ACT(alpha * sum_k a[k] b[k][n] + beta * c[n]).
+// What one product of a chain computes, per row m:
+//   y[m][n] = ACT(alpha * sum_k a[m][k] b[k][n] + beta * c[n] (+ r[m][n])).
 struct ChainLink {
   size_t node = 0;
   TensorId a = kNoTensor, b = kNoTensor, c = kNoTensor, y = kNoTensor;
@@ -1136,9 +1138,10 @@ int64_t ChainRows(const CodegenOptions &opt, int64_t rows) {
   return rows == 1 ? 1 : ChooseMatMulBlock(opt, rows, 2 * WidestVector(opt)).rm;
 }
 
-// Finds the chains (CPU profile): two or more links, each product's output read only by the
-// next as its A, held in float32 in between (what matvec_chain keeps in local memory), with at
-// most kChainMacs multiply-adds in all.
+// Finds the chains (CPU profile): two or more links of the same rows, each product's output read
+// only by the next as its A, held in float32 in between (what matvec_chain keeps in local
+// memory), a residual only of the chain's input, with at most kChainMacs multiply-adds per
+// work-group.
 void FindProductChains(Emitter &e) {
   if (e.opt.profile != cl::Profile::kCpu || !e.opt.fuse_products)
     return;
