@@ -1125,7 +1125,7 @@ std::optional<ChainLink> AsChainLink(const Emitter &e, const Node &node, size_t 
                                            : StatusOr<std::string>(std::string("(x)"));
   std::optional<std::string> actv =
       node.op == OpKind::kFusedGemm ? gen::VectorActivationExpr(node) : std::string("(x)");
-  if (!act.ok() || !actv || act->find("nn_act_chain") != std::string::npos)
+  if (!act.ok() || !actv)  // a chain of steps has no vector form here
     return std::nullopt;
   l.act = *act;
   l.actv = *actv;
@@ -1189,7 +1189,7 @@ void FindProductChains(Emitter &e) {
     for (size_t j = 0; j < chain.size(); j++) {
       taken.insert(chain[j]);
       if (j > 0)
-        e.chained.insert(g.nodes[chain[j]].outputs[0]);
+        e.computed_by_reader.insert(g.nodes[chain[j]].outputs[0]);
     }
     // A row-copying Concat of one row read by the chain alone (a policy's summary of its
     // features: a mean over time, the last step and the traffic convention) is copied into the
@@ -1208,7 +1208,7 @@ void FindProductChains(Emitter &e) {
       if (axis.ok() && Product(e.Dims(a), 0, static_cast<size_t>(*axis)) == 1 &&
           gen::ConcatRowsApply(e, cat)) {
         pc.concat = p;
-        e.chained.insert(a);
+        e.computed_by_reader.insert(a);
       }
     }
     e.product_chains[g.nodes[i].outputs[0]] = pc;
@@ -1230,7 +1230,7 @@ void FindProductConcats(Emitter &e) {
   for (const Node &node : g.nodes) {
     if ((node.op != OpKind::kGemm && node.op != OpKind::kMatMul && node.op != OpKind::kFusedGemm) ||
         node.inputs.size() < 2 || node.outputs.empty() || node.outputs[0] == kNoTensor ||
-        e.chained.count(node.outputs[0]) || e.product_chains.count(node.outputs[0]))
+        e.computed_by_reader.count(node.outputs[0]) || e.product_chains.count(node.outputs[0]))
       continue;
     if (node.op != OpKind::kMatMul && node.attrs.Int("transA", 0) != 0)
       continue;
@@ -1263,7 +1263,7 @@ void FindProductConcats(Emitter &e) {
     if (!ok)
       continue;
     e.product_concats[a] = p;
-    e.chained.insert(a);
+    e.computed_by_reader.insert(a);
   }
 }
 
@@ -1340,8 +1340,6 @@ Status LowerProductChain(Emitter &e, const Emitter::ProductChain &chain) {
   const TensorId y = links.back().y;
   d.Def("TA", e.Tag(links[0].a)).Def("TY", e.Tag(y)).Int("V", v).Int("NP", np);
   d.Int("M", rows).Int("RB", rb);
-  // The local vectors hold whole 16-value blocks of a Concat's parts.
-  wmax = CeilDiv(wmax, 16) * 16;
   d.Int("K0", links[0].k).Int("WMAX", wmax).Def("MV_PARAMS", params.substr(2));
   d.Def("MV_LAYERS", layers);
   OP_ASSIGN_OR_RETURN(k.source, e.Source("matvec_chain", d));
@@ -2787,10 +2785,12 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
     if (!live)
       continue;
     // No kernel for an op that BindIo made an alias of its input (a widening Cast, a contiguous
-    // Gather), or whose one reader computes it (FoldIntoConcats).
+    // Gather), or whose one reader computes it (FoldIntoConcats, FindProductChains,
+    // FindProductConcats).
     const TensorId out = node.outputs[0];
-    if (out != kNoTensor && ((!IsAliasOp(node.op) && e.Root(out) != out) ||
-                             e.folded_by_concat.count(out) != 0 || e.chained.count(out) != 0))
+    if (out != kNoTensor &&
+        ((!IsAliasOp(node.op) && e.Root(out) != out) || e.folded_by_concat.count(out) != 0 ||
+         e.computed_by_reader.count(out) != 0))
       continue;
     for (TensorId t : node.inputs)
       if (t != kNoTensor && e.Tag(t).empty())

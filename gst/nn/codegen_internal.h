@@ -74,19 +74,19 @@ class Emitter {
     int64_t count = 0;  // kMean: the rows averaged
   };
   std::map<TensorId, ConcatFold> folded_by_concat;
-  // Chains of small matrix-vector products lowered as one launch (FindProductChains in
-  // codegen.cpp), by the first product's output: the products' node indices, in order, and the
-  // row-copying Concat (ConcatRowsApply) whose one row the chain computes itself as its input,
-  // if any. `chained`: the outputs of the chains' other nodes, which get no launch of their own.
+  // Chains of small matrix products lowered as one launch (FindProductChains in codegen.cpp),
+  // by the first product's output: the products' node indices, in order, and the row-copying
+  // Concat (ConcatRowsApply) whose one row the chain computes itself as its input, if any.
   struct ProductChain {
     std::vector<size_t> nodes;
     int concat = -1;
   };
   std::map<TensorId, ProductChain> product_chains;
-  std::set<TensorId> chained;
+  // Outputs of nodes that get no launch of their own because a launch reading them computes
+  // them: a chain's later products, and the Concats of product_chains and product_concats.
+  std::set<TensorId> computed_by_reader;
   // Concats whose rows the one product reading them copies itself (FindProductConcats in
-  // codegen.cpp; matmul_vec's A_CAT): the Concat's output → its node index. The output is in
-  // `chained` too.
+  // codegen.cpp; matmul_vec's A_CAT): the Concat's output → its node index.
   std::map<TensorId, int> product_concats;
   // Host processor extensions the emitted kernels need (CompiledModel::cpu_features).
   std::set<std::string> cpu_features;

@@ -1014,6 +1014,17 @@ TEST(ProductFusions, AProductCopiesTheRowsOfAConcatOfRoundingCasts) {
   ExpectMatchesReference(b, Precision::kFp32, 1e-6f, "fp32", &twin, &*cpu);
 }
 
+// `b` compiled with a GPU profile's options: its code defines the split `name` as `split` ("" for
+// none), and the device at hand runs that code to the interpreter's values.
+void ExpectSplitMatchesReference(Builder &b, const CodegenOptions &gpu, const std::string &name,
+                                 const std::string &split, const std::string &what) {
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto model = GenerateCode(b.g, gpu);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(DefinedIn(*model, name), split) << "the " << name << " of its code";
+  ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &gpu);
+}
+
 // GPU profiles split a matrix-vector product's K across a work-group (matmul.cl's KSPLIT) and add
 // the partial sums in local memory: the amd profile's code, run on the device at hand, against
 // the interpreter, with K a multiple of the split or not, B as given or transposed, a bias, a
@@ -1041,11 +1052,7 @@ TEST(GpuProducts, MatrixVectorSplitsKAcrossAWorkGroup) {
     TensorId r = b.Input("r", {c.m, c.n});
     b.Output(b.Add(OpKind::kFusedGemm, {a, w, bias, r},
                    A({{"transB", int64_t{c.trans_b}}, {"activation", std::string("Relu")}})));
-    ASSERT_TRUE(InferShapes(b.g).ok());
-    auto model = GenerateCode(b.g, *amd);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    EXPECT_EQ(DefinedIn(*model, "KSPLIT"), c.split) << "the product's KSPLIT";
-    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
+    ExpectSplitMatchesReference(b, *amd, "KSPLIT", c.split, what);
   }
 }
 
@@ -1074,11 +1081,7 @@ TEST(GpuNorms, RowsSplitAcrossAWorkGroup) {
     TensorId s = b.Weights({per}), bias = b.Weights({per});
     b.Output(b.Add(c.instance ? OpKind::kInstanceNormalization : OpKind::kLayerNormalization,
                    {x, s, bias}));
-    ASSERT_TRUE(InferShapes(b.g).ok());
-    auto model = GenerateCode(b.g, *amd);
-    ASSERT_TRUE(model.ok()) << model.status().ToString();
-    EXPECT_EQ(DefinedIn(*model, "NSPLIT"), c.split) << "the norm's NSPLIT";
-    ExpectMatchesReference(b, Precision::kFp32, 1e-5f, what, nullptr, &*amd);
+    ExpectSplitMatchesReference(b, *amd, "NSPLIT", c.split, what);
   }
 }
 

@@ -13,7 +13,7 @@
 //   V            float lanes per vector; NP panels of V columns per work-item per layer
 //   M RB K0      the rows, the rows per work-group, the input row's length
 //   TA TY        tags of the chain's input vector and output
-//   WMAX         the local vectors' length: the widest layer, in whole blocks of 16
+//   WMAX         the local rows' length: the input's or the widest layer's
 //   MV_PARAMS    the arguments before y/y_off: the input (a, a_off; or with MV_CONCAT the
 //                Concat's inputs in0, in0_off, ...), then per layer its panels (b<l>, b<l>_off:
 //                B laid out [panels][K][V], zeros past N, padded to NP panels) and its bias
