@@ -147,6 +147,14 @@ def peak(build):
     return f"{isa.group(1)}, {isa.group(2)}", {int(k): float(v) for k, v in rows.items()}
 
 
+def rotated(workers, r):
+    """Round r's order: the engines in turn, starting one further each round, so that no engine
+    always runs right after the same one (a thread pool spinning on after its runs, or a cache
+    another engine just filled, would otherwise always cost the same engine)."""
+    k = r % len(workers)
+    return workers[k:] + workers[:k]
+
+
 ROUND_MS = 100.0
 MAX_PER_ROUND = 200
 
@@ -193,7 +201,7 @@ def networks(build, models, rounds, per_round, threads, tinygrad_devs, opencl_fp
         if probe:
             n = max(per_round, min(MAX_PER_ROUND, int(ROUND_MS / max(max(probe), 1e-3))))
         for r in range(rounds):
-            for w in workers:
+            for w in rotated(workers, r):
                 w.run(n)
         for w in workers:
             w.close()
@@ -263,7 +271,7 @@ def int8(build, rounds, per_round, threads, log):
             w.ready(timeout=None)
         log(f"int8: {rounds} rounds")
         for r in range(rounds):
-            for w in workers:
+            for w in rotated(workers, r):
                 w.run(per_round)
         for w in workers:
             w.close()
@@ -290,7 +298,7 @@ def int8_section(res, threads, rounds, per_round):
              f"--quantize-outputs` on the sample drive's first 4 frames (`opreplay "
              f"--dump-inputs`): per-channel int8 weights, uint8 activations, every layer "
              f"DQ → Conv/Gemm/MatMul → Q. Random inputs, batch 1; {rounds} rounds × "
-             f"{per_round} runs per engine, interleaved; onnxruntime with {threads} threads. "
+             f"{per_round} runs per engine, interleaved (each round starting one engine further); onnxruntime with {threads} threads. "
              f"Load average during the run: {', '.join(f'{x:.1f}' for x in res['load'])}.", "",
              "| engine | median ms | p90 ms |", "|---|---|---|"]
     for name, r in rows.items():
@@ -530,7 +538,7 @@ def main():
     rounds, per_round = (3, 3) if a.quick else (5, 4)
     res = networks(a.build, models, rounds, per_round, threads, tg, m["fp16"], log)
     lines = [f"Batch 1, fp32 storage for ours, random inputs. {rounds} rounds per engine, "
-             f"engines interleaved round by round; each round {per_round} runs or more, as many "
+             f"engines interleaved round by round, each round starting one engine further; each round {per_round} runs or more, as many "
              f"as fill about {ROUND_MS:.0f} ms of the slowest engine (at most {MAX_PER_ROUND}; "
              f"runs per round in the table). onnxruntime on the CPU with "
              f"{threads} threads; tinygrad {', '.join('DEV=' + d for d in tg) or '(skipped)'} "
