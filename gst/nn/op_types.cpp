@@ -240,7 +240,15 @@ Status Typing::Broadcast() {
           return Bad(n, "x and y differ in dtype");
         first = in[1];
       }
-      set(0, first->dtype, s);
+      // A chain that begins with a Cast of bytes (FuseElementwiseChains) gives its type.
+      if (n.op == OpKind::kElementwiseChain && n.attrs.Int("to", 0) != 0) {
+        const DType to = DTypeFromOnnx(static_cast<int>(n.attrs.Int("to", 0)));
+        if (to != DType::kFloat32 && to != DType::kFloat16)
+          return Bad(n, "a chain's type must be float32 or float16");
+        set(0, to, s);
+      } else {
+        set(0, first->dtype, s);
+      }
       if (n.op == OpKind::kElementwiseChain && n.outputs.size() > 1) {
         // the fused quantizer's output: its zero point's type, else uint8 (QuantizeLinear's)
         const bool zp = n.attrs.Int("quantize_inputs", 1) == 2 && in.back() != nullptr;

@@ -565,6 +565,43 @@ TEST(QuantizingChain, MatchesReference) {
   }
 }
 
+// A chain that begins with a Cast of bytes (FuseElementwiseChains' node for a camera frame's
+// normalisation): uint8 and int8 inputs converted as the CPU profile's 16-lane body loads them
+// (246 elements: 15 vectors and a tail of 6), (x * 2/255 - 1) + r, with and without a fused
+// quantizer; every byte value occurs.
+TEST(ByteChain, MatchesReference) {
+  for (DType bytes : {DType::kUInt8, DType::kInt8})
+    for (bool quantize : {false, true}) {
+      Builder b;
+      Bytes px(246);
+      for (size_t i = 0; i < px.size(); i++)
+        px[i] = static_cast<uint8_t>(i * 37 + 11);
+      TensorId x = b.InputTyped("x", bytes, Shape({2, 3, 41}), px);
+      TensorId r = b.Input("r", Shape({2, 3, 41}), -0.5f, 0.5f);
+      Attributes at;
+      at.Set("ops", std::vector<std::string>{"Mul", "Sub", "Add"});
+      at.Set("operand", Ints{-1, -1, 1});
+      at.Set("swap", Ints{0, 0, 0});
+      at.Set("step_alpha", std::vector<float>{2.f / 255.f, 1.f, 0.f});
+      at.Set("step_beta", std::vector<float>{0.f, 0.f, 0.f});
+      at.Set("to", int64_t{1});
+      std::vector<TensorId> in = {x, r};
+      if (quantize) {
+        at.Set("quantize", int64_t{1});
+        at.Set("quantize_inputs", int64_t{2});
+        in.push_back(b.Const(MakeFloatConstant({0.0078125f}, Shape({}))));
+        in.push_back(b.Const(MakeConstant(DType::kUInt8, Shape({}), Bytes{128})));
+      }
+      TensorId y = b.Add(OpKind::kElementwiseChain, in, at, quantize ? 2 : 1);
+      b.Output(y);
+      if (quantize)
+        b.Output(y + 1);
+      ExpectMatchesReference(b, Precision::kFp32, 1e-6f,
+                             std::string(bytes == DType::kUInt8 ? "uint8" : "int8") +
+                                 (quantize ? " chain, quantized" : " chain"));
+    }
+}
+
 // A float16 model compiled with fp32 storage computes in float32 throughout: its constants
 // widen exactly, its intermediates are not rounded to half, and only an explicit Cast to
 // float16 rounds. The twin states that arithmetic in float32 ops; half storage of the

@@ -90,6 +90,8 @@ struct Builder {
           uint16_t h = FloatToHalf(f);
           std::memcpy(&b[2 * i], &h, 2);
         }
+        if (t.dtype == DType::kUInt8 || t.dtype == DType::kInt8)
+          b[i] = static_cast<uint8_t>(rng() & 0xff);
       }
       x.data = std::make_shared<const Bytes>(b);
       v.push_back(x);
@@ -326,6 +328,35 @@ TEST(Passes, GeluTanhBecomesOneChain) {
   Graph after = CheckSame(b, FuseElementwiseChains);
   EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
   EXPECT_EQ(after.nodes.size(), 2u);  // the chain and x * 0.5
+}
+
+// A camera frame's normalisation, Cast(uint8 → float) → x * (2/255) → - 1: one chain that
+// reads the bytes (the Cast no node of its own), its output float as the Sub's was. A Cast
+// whose value something else reads too stays.
+TEST(Passes, AByteCastBeginsTheChainItFeeds) {
+  Attributes to_float;  // (float32: the scalars' type; the models' float16 runs in models-small)
+  to_float.Set("to", int64_t{1});
+  Builder b;
+  TensorId img = b.Input("img", Shape{1, 12, 4, 37}, DType::kUInt8);
+  TensorId f = b.Add(OpKind::kCast, {img}, "f", to_float);
+  TensorId m = b.Add(OpKind::kMul, {f, b.Scalar("k", 2.f / 255.f)}, "m");
+  b.Output(b.Add(OpKind::kSub, {m, b.Scalar("one", 1.f)}, "y"));
+  Graph after = CheckSame(b, FuseElementwiseChains);
+  ASSERT_EQ(after.nodes.size(), 1u);
+  EXPECT_EQ(after.nodes[0].op, OpKind::kElementwiseChain);
+  EXPECT_EQ(after.tensor(after.nodes[0].inputs[0]).dtype, DType::kUInt8);
+  EXPECT_EQ(after.tensor(after.nodes[0].outputs[0]).dtype, DType::kFloat32);
+  EXPECT_EQ(after.nodes[0].attrs.Strings("ops").size(), 2u);
+
+  Builder shared;  // the cast value is also an output: the Cast stays, the chain reads it
+  img = shared.Input("img", Shape{1, 12, 4, 37}, DType::kUInt8);
+  f = shared.Add(OpKind::kCast, {img}, "f", to_float);
+  m = shared.Add(OpKind::kMul, {f, shared.Scalar("k", 2.f / 255.f)}, "m");
+  shared.Output(shared.Add(OpKind::kSub, {m, shared.Scalar("one", 1.f)}, "y"));
+  shared.Output(f);
+  after = CheckSame(shared, FuseElementwiseChains);
+  EXPECT_EQ(Count(after, OpKind::kCast), 1);
+  EXPECT_EQ(Count(after, OpKind::kElementwiseChain), 1);
 }
 
 // x * 0.5 * (1 + tanh(0.79788 (x + 0.044715 x^3))) as the exporters write it, on `x`.
