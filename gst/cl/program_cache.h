@@ -14,12 +14,12 @@
 // helper stored when it comes to it, and stops the helper when it has every program.
 //
 // BuildKernels goes further for a model's many kernels: it compiles each distinct request to an
-// object and links the objects into up to four programs (LinkGroups; the distinct requests
+// object and links the objects into up to eight programs (LinkGroups; the distinct requests
 // dealt out in turn),
-// whose binaries are cached whole, so that a warm start loads four programs, not one per
+// whose binaries are cached whole, so that a warm start loads eight programs, not one per
 // distinct request: PoCL links its builtin library's tables into every program and parses them
 // again each time it loads one, which per program cost more than the kernel itself
-// (docs/devices.md). Four, not one, so that on PoCL the helper process builds some while this
+// (docs/devices.md). Eight, not one, so that on PoCL the helper process builds some while this
 // process builds the others, each claiming a program before building it: storing a program's
 // binary is where PoCL compiles each of its kernels to machine code, most of a cold start. The
 // objects of one linked program that are not cached are compiled together, as one source whose

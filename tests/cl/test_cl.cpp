@@ -367,8 +367,8 @@ TEST_F(ClTest, BuildKernelsLinksSpecialisationsAndReloadsThem) {
   fs::remove_all(dir);
 }
 
-// A linked program's sources compile as one (six per program here, 24 sources in four
-// programs): each keeps its own macros, static functions and constants, and what an include
+// A linked program's sources compile as one (24 sources in five programs, five or four per
+// program): each keeps its own macros, static functions and constants, and what an include
 // guard chose, as if compiled alone; a second cache loads the linked programs without building.
 TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
   namespace fs = std::filesystem;
@@ -397,7 +397,7 @@ TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
     req.push_back({src[k - 2], "", "biased " + std::to_string(k), "biased"});
     req.push_back({src[k - 2], "", "scale " + std::to_string(k), "scale"});
   }
-  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 4u);
+  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 5u);
   for (int pass = 0; pass < 2; pass++) {
     ProgramCache cache(device->context(), device->id(), device->caps(), dir.string());
     auto kernels = cache.BuildKernels(req, "");
@@ -415,12 +415,12 @@ TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
     EXPECT_EQ(st.bundle_fallbacks, 0);
     EXPECT_EQ(st.link_fallbacks, 0);
     if (pass == 0) {
-      EXPECT_EQ(st.bundles, 4);
-      EXPECT_EQ(st.builds, 4);  // one compile per linked program
-      EXPECT_EQ(st.links, 4);
+      EXPECT_EQ(st.bundles, 5);
+      EXPECT_EQ(st.builds, 5);  // one compile per linked program
+      EXPECT_EQ(st.links, 5);
     } else {
       EXPECT_EQ(st.builds, 0);
-      EXPECT_EQ(st.disk_hits, 4);
+      EXPECT_EQ(st.disk_hits, 5);
     }
   }
   unsetenv("GST_OP_BUILD_HELPER");
@@ -432,11 +432,12 @@ TEST_F(ClTest, BuildKernelsCompilesAProgramsSourcesTogether) {
 // their own specialisation; a source that does not compile is an error naming it.
 TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
   const std::string clash = "float shared_global(float v) { return v; }\n";
-  // Twelve programs, dealt out to two links: the second and sixth, linked together, clash.
+  // Twelve programs, dealt out to three links: the third and sixth, linked together (the last
+  // link), clash.
   std::vector<std::string> src;
   for (int i = 0; i < 12; i++)
-    src.push_back(LinkSource(i + 2, i == 1 || i == 5 ? clash : ""));
-  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 2u);
+    src.push_back(LinkSource(i + 2, i == 2 || i == 5 ? clash : ""));
+  ASSERT_EQ(ProgramCache::LinkGroups(src.size()), 3u);
   std::vector<KernelRequest> req;
   for (const std::string &text : src)
     req.push_back({text, "", "k", "scale"});
@@ -453,7 +454,7 @@ TEST_F(ClTest, BuildKernelsFallsBackToOneProgramPerRequest) {
                 std::vector<float>({v, 2 * v, 3 * v, 4 * v}))
           << i;
     }
-    EXPECT_EQ(cache.stats().links, env ? 0 : 1);  // the first linked, the second failed
+    EXPECT_EQ(cache.stats().links, env ? 0 : 2);  // the first two linked, the third failed
     EXPECT_EQ(cache.stats().link_fallbacks, env ? 0 : 1);
     // The clashing pair does not compile as one source either: its parts compiled one by one.
     EXPECT_EQ(cache.stats().bundle_fallbacks, env ? 0 : 1);
@@ -538,8 +539,9 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     EXPECT_EQ(others, 0u);
   }
   {
-    // BuildKernels: the helper builds the second linked program while this process builds the
-    // first; this process loads the helper's (or, were it gone, builds it) and the kernels run.
+    // BuildKernels: the helper builds the last linked program (of three) while this process
+    // builds the first; this process loads the helper's (or, were it gone, builds it) and the
+    // kernels run.
     setenv("GST_OP_BUILD_HELPER", OP_BUILD_HELPER_PATH, 1);
     const fs::path link_dir = dir / "link";
     ProgramCache cache(device->context(), device->id(), device->caps(), link_dir.string());
@@ -554,7 +556,7 @@ TEST_F(ClTest, BuildHelperStoresBinariesThisProcessLoads) {
     unsetenv("GST_OP_BUILD_HELPER");
     ASSERT_TRUE(kernels.ok()) << kernels.status().ToString();
     EXPECT_EQ(cache.stats().helpers, 1);
-    EXPECT_EQ(cache.stats().links + cache.stats().disk_hits, 2);  // two linked programs
+    EXPECT_EQ(cache.stats().links + cache.stats().disk_hits, 3);  // three linked programs
     for (int i = 0; i < 12; i++) {
       const float s = float(i + 2);
       EXPECT_EQ(RunOnFour(*device, queue, (*kernels)[i].get()),
