@@ -956,7 +956,11 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   else
     d.Def("B_BOFF(b)", "((" + gen::BroadcastIndex(ob.dims, bbatch, "(b)") + ") * " +
                            std::to_string(ka * n) + ")");
-  d.Int("RM", rm).Flt("ALPHA", alpha).Flt("BETA", beta);
+  d.Int("RM", rm).Flt("BETA", beta);
+  if (vec)
+    d.Def("ALPHA", "alpha");  // an argument (matmul_vec.cl)
+  else
+    d.Flt("ALPHA", alpha);
   d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
   if (c != kNoTensor)
     d.Def("TC", e.Tag(c))
@@ -1036,6 +1040,10 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     const ProductStrides cs = cst.value_or(ProductStrides{}), rs = rst.value_or(ProductStrides{});
     PushInts(k, {batch, m, n, ka, ta ? 1 : ad[ra - 1], n, a_bs.value_or(0), b_bs.value_or(0),
                  cs.batch, cs.row, cs.col, rs.batch, rs.row, rs.col});
+    PendingArg al;
+    al.kind = PendingArg::Kind::kFloat;
+    al.f = alpha;
+    k.args.push_back(al);
   }
   k.writes = {y};
   k.flops = 2ull * batch * m * n * ka;

@@ -180,6 +180,10 @@ struct MapKernel {
   TensorId output2 = kNoTensor;  // a second output (out1), as a fused quantizer writes
   std::string body;
   uint64_t flops = 0;
+  // Integer arguments p0, p1, ... after the outputs: what the body may read at run time instead
+  // of literals, so that one program serves maps that differ only there (the strides of a
+  // Transpose, the offset of a Split's part).
+  std::vector<int64_t> ints;
 };
 
 std::string In(const Emitter &e, const MapKernel &m, size_t k, const std::string &index) {
@@ -203,6 +207,8 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   params += "__global STYPE(" + e.Tag(m.output) + ") *out0, uint out0_off";
   if (m.output2 != kNoTensor)
     params += ", __global STYPE(" + e.Tag(m.output2) + ") *out1, uint out1_off";
+  for (size_t k = 0; k < m.ints.size(); k++)
+    params += ", const int p" + std::to_string(k);
   std::string body = "{ ";
   for (size_t d = 0; d < m.space.size(); d++)
     body += "const uint c" + std::to_string(d) + " = " + CoordExpr(m.space, d, "i") + "; ";
@@ -237,6 +243,12 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
     o.tensor = m.output2;
     k.args.push_back(o);
     k.writes.push_back(m.output2);
+  }
+  for (int64_t v : m.ints) {
+    PendingArg a;
+    a.kind = PendingArg::Kind::kInt;
+    a.i = static_cast<int32_t>(v);
+    k.args.push_back(a);
   }
   k.flops = m.flops;
   e.Emit(std::move(k));
@@ -742,9 +754,13 @@ Status LayoutLowering::Transpose() {
       perm.push_back(static_cast<int64_t>(d));
   if (perm.size() != r)
     return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
+  // The input's strides are arguments: the transposes of one output shape share a program
+  // (a vision model's attention blocks move heads and tokens about in several orders).
   std::string idx = "0";
-  for (size_t d = 0; d < r; d++)
-    idx += " + " + C(d) + " * " + std::to_string(in_strides[static_cast<size_t>(perm[d])]);
+  for (size_t d = 0; d < r; d++) {
+    idx += " + " + C(d) + " * p" + std::to_string(d);
+    m.ints.push_back(in_strides[static_cast<size_t>(perm[d])]);
+  }
   m.inputs = {x};
   m.body = Out(e, m, "i", In(e, m, 0, idx));
   return EmitMap(e, m, label);
@@ -980,7 +996,10 @@ Status LayoutLowering::Split() {
     p.output = t;
     p.space = e.Dims(t);
     p.inputs = {x};
-    std::string idx = std::to_string(offset * in_strides[static_cast<size_t>(axis)]);
+    // Where the part starts is an argument: the parts of one shape share a program (a query,
+    // key and value split from one product).
+    std::string idx = "p0";
+    p.ints = {offset * in_strides[static_cast<size_t>(axis)]};
     for (size_t d = 0; d < p.space.size(); d++)
       idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
     p.body = Out(e, p, "i", In(e, p, 0, idx));
