@@ -37,6 +37,15 @@ std::string WarpBuildOptions(const cl::Device &device, int vector_width) {
   return options;
 }
 
+Status PrebuildWarpProgram(cl::Device &device) {
+  std::string_view source = kernels::Find(kProgram);
+  if (source.empty())
+    return Internal("warp kernels are not embedded");
+  return device.programs()
+      .Build(source, WarpBuildOptions(device, WarpVectorWidth(device)), kProgram)
+      .status();
+}
+
 StatusOr<std::unique_ptr<Warper>> Warper::Create(std::shared_ptr<cl::Device> device,
                                                  cl::Queue queue, const Nv12Layout &layout,
                                                  int vector_width) {

@@ -31,6 +31,11 @@ int WarpVectorWidth(const cl::Device &device);
 std::string WarpBuildOptions(const cl::Device &device, int vector_width = 0);
 // Whether `device` rounds float32 division correctly with WarpBuildOptions (bit-exactness).
 bool WarpIsBitExact(const cl::Device &device);
+// Builds (or loads from the binary cache) the program Warper::Create takes, with the default
+// vector width, into the device's program cache: an element starts it beside the networks'
+// loads, so that its warper, made when the first frame's caps arrive, finds it ready instead of
+// building it then, after the networks, on the way to the first message.
+Status PrebuildWarpProgram(cl::Device &device);
 
 class Warper {
  public:

@@ -64,6 +64,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -190,7 +191,12 @@ struct Impl {
   // Caps this element refused, each told once per start as an element error: basetransform asks
   // again for every buffer, and a burst of the same error only buries it.
   std::atomic<bool> caps_refused{false};
+  // The warp program's build, started at NULL→READY beside the networks' loads (see
+  // ChangeState); joined at READY→NULL.
+  std::thread prebuild;
   ~Impl() {
+    if (prebuild.joinable())
+      prebuild.join();
     gate->Unref();
     gst_op_frame_clock_unref(clock);
   }
@@ -843,6 +849,26 @@ static void Close(GstOpBaseFilter *base) {
   gst_video_info_init(&impl.stream.caps_info);
 }
 
+static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
+  auto *self = GST_OP_WARP(element);
+  Impl &impl = *self->impl;
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !impl.prebuild.joinable() &&
+      gst_op_base_filter_ensure_context(GST_OP_BASE_FILTER(self))) {
+    // The warp program builds now, while the networks load: with empty caches it took 0.3 s
+    // after them, when the first frame's caps came, on the way to the first message. A failure
+    // here is left to set_caps, which builds again and reports it.
+    std::shared_ptr<op::cl::Device> device =
+        gst_op_context_get_device(gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self)));
+    if (device)
+      impl.prebuild = std::thread([device] { (void)op::drive::PrebuildWarpProgram(*device); });
+  }
+  GstStateChangeReturn ret =
+      GST_ELEMENT_CLASS(gst_op_warp_parent_class)->change_state(element, transition);
+  if (transition == GST_STATE_CHANGE_READY_TO_NULL && impl.prebuild.joinable())
+    impl.prebuild.join();
+  return ret;
+}
+
 static void Finalize(GObject *object) {
   delete GST_OP_WARP(object)->impl;
   G_OBJECT_CLASS(gst_op_warp_parent_class)->finalize(object);
@@ -857,6 +883,7 @@ static void gst_op_warp_class_init(GstOpWarpClass *klass) {
   gobject_class->set_property = SetProperty;
   gobject_class->get_property = GetProperty;
   gobject_class->finalize = Finalize;
+  element_class->change_state = ChangeState;
 
   const auto ready =
       GParamFlags(G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
