@@ -362,11 +362,17 @@ class Both(nn.Module):
             m.zero_()
 
 
-def training_config(size, readout):
+def training_config(size, readout, widths=None):
     """The network configuration trained at `size`: the reference models' (generate.CONFIGS),
-    with the backbone's read-out (nets.Backbone) as chosen."""
+    with the backbone's read-out (nets.Backbone) and, where given, its stages' widths as
+    chosen."""
     cfg = json.loads(json.dumps(generate.CONFIGS[size]))
     cfg["vision"]["backbone"]["readout"] = readout
+    if widths:
+        if len(widths) != len(cfg["vision"]["backbone"]["widths"]):
+            raise SystemExit(f"train: --widths needs {len(cfg['vision']['backbone']['widths'])} "
+                             f"values, one per stage")
+        cfg["vision"]["backbone"]["widths"] = list(widths)
     return cfg
 
 
@@ -626,6 +632,10 @@ def main():
     ap.add_argument("--readout", type=int, default=16, metavar="N",
                     help="the backbone's read-out: a 1x1 conv to N channels whose 4x8 map is "
                          "flattened (0: the mean of the tokens, as the reference models)")
+    ap.add_argument("--widths", type=lambda v: [int(x) for x in v.split(",")], metavar="W,W,W,W",
+                    help="the vision backbone's stage widths (channels), the last the tokens' "
+                         "(default: --size's; the exported model keeps the contract's inputs and "
+                         "outputs)")
     ap.add_argument("--nll", choices=("beta", "plain"), default="beta",
                     help="beta: each (mean, std) head's NLL weighted by its std (held constant) "
                          "over the label's scale, so every head's mean learns at one rate "
@@ -665,7 +675,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(a.seed)
     data = Data(a.data)
-    cfg = training_config(a.size, a.readout)
+    cfg = training_config(a.size, a.readout, a.widths)
     both = Both(cfg, output_scale(data))
     vary = varying(data)
     nets.init_for_training(both.vision, 7001, head_outputs=("head.out",))
@@ -689,7 +699,8 @@ def main():
             raise SystemExit(f"train: {ckpt} was made with another --augment / --pad-history / "
                              f"--nll ({ck.get('recipe', [False, 0.0])})")
         if ck.get("cfg") != cfg:
-            raise SystemExit(f"train: {ckpt} was made with another network (--size, --readout; "
+            raise SystemExit(f"train: {ckpt} was made with another network (--size, --readout, "
+                             f"--widths; "
                              f"or by an older train.py)")
         both.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
