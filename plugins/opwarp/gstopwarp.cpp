@@ -852,11 +852,13 @@ static void Close(GstOpBaseFilter *base) {
 static GstStateChangeReturn ChangeState(GstElement *element, GstStateChange transition) {
   auto *self = GST_OP_WARP(element);
   Impl &impl = *self->impl;
-  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !impl.prebuild.joinable() &&
-      gst_op_base_filter_ensure_context(GST_OP_BASE_FILTER(self))) {
-    // The warp program builds now, while the networks load: with empty caches it took 0.3 s
-    // after them, when the first frame's caps came, on the way to the first message. A failure
-    // here is left to set_caps, which builds again and reports it.
+  if (transition == GST_STATE_CHANGE_NULL_TO_READY && !impl.prebuild.joinable()) {
+    // The context now, as opvision and oppolicy make theirs (a device that cannot be opened is
+    // an error here, once), and the warp program builds while the networks load: with empty
+    // caches it took 0.3 s after them, when the first frame's caps came, on the way to the
+    // first message. A build failure is left to set_caps, which builds again and reports it.
+    if (!gst_op_base_filter_ensure_context(GST_OP_BASE_FILTER(self)))
+      return GST_STATE_CHANGE_FAILURE;
     std::shared_ptr<op::cl::Device> device =
         gst_op_context_get_device(gst_op_base_filter_get_context(GST_OP_BASE_FILTER(self)));
     if (device)
