@@ -467,6 +467,33 @@ TEST_F(OpWarpTest, StringsRefusedBeforeThereIsABusAreReportedAtStart) {
   EXPECT_NE(warnings.find("\"1,x,3,4\""), std::string::npos) << warnings;
 }
 
+// The context is made at NULL→READY (where the warp program starts building, beside the
+// networks' loads): a device that does not exist fails that state change, with one error that
+// names it (the later start must not post it again).
+TEST_F(OpWarpTest, AMissingDeviceFailsReadyWithOneError) {
+  GstElement *e = gst_element_factory_make("opwarp", nullptr);
+  ASSERT_NE(e, nullptr);
+  g_object_set(e, "device", "no-such-device", nullptr);
+  bus = gst_bus_new();
+  gst_element_set_bus(e, bus);
+  // NULL → PAUSED in one call, as gst-launch-1.0 asks: READY fails, start never runs.
+  EXPECT_EQ(gst_element_set_state(e, GST_STATE_PAUSED), GST_STATE_CHANGE_FAILURE);
+  int count = 0;
+  std::string all;
+  while (GstMessage *msg = gst_bus_pop_filtered(bus, GST_MESSAGE_ERROR)) {
+    GError *err = nullptr;
+    gst_message_parse_error(msg, &err, nullptr);
+    all += std::string(err->message) + "\n";
+    count++;
+    g_clear_error(&err);
+    gst_message_unref(msg);
+  }
+  EXPECT_EQ(count, 1) << all;
+  EXPECT_NE(all.find("no-such-device"), std::string::npos) << all;
+  gst_element_set_state(e, GST_STATE_NULL);
+  gst_object_unref(e);
+}
+
 TEST_F(OpWarpTest, UnknownFrameSizeNeedsIntrinsics) {
   Make("opwarp");
   gst_harness_set_src_caps_str(h, "video/x-raw,format=NV12,width=640,height=480,framerate=20/1");
