@@ -1829,6 +1829,13 @@ static void AddQLinearConvEpilogue(Emitter &e, const Node &node, Defines &d, Pen
   d.Int("HAS_LUT", lut != kNoTensor);
   if (lut != kNoTensor)
     d.Def("TL", e.Tag(lut));
+  // A float table that is only a DequantizeLinear (FuseQuantizedLookup's lut_dq_* attributes):
+  // the kernels compute its values (quant.cl, NN_DQ_OUT) into float32 storage.
+  if (lut != kNoTensor && node.attrs.Has("lut_dq_scale") && e.Tag(node.outputs[0]) == "f32" &&
+      e.T(lut).dtype == DType::kFloat32)
+    d.Int("LUT_DQ", 1)
+        .Flt("DQ_SCALE", node.attrs.Float("lut_dq_scale", 1.f))
+        .Flt("DQ_ZP", static_cast<double>(node.attrs.Int("lut_dq_zero_point", 0)));
   DefQuantRange(d, e.T(node.inputs[7]).dtype);
   for (size_t i : {1, 4, 6, 7})
     k.args.push_back(TArg(node.inputs[i]));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "nn/op_params.h"
@@ -425,6 +426,17 @@ Status FuseQuantizedLookup(Graph &graph) {
     }
     if (!ok)
       continue;
+    // A table that is the DequantizeLinear alone, of one scale and zero point: its values are
+    // (q - zero point) * scale, which a kernel may compute instead of looking them up (quant.cl,
+    // NN_DQ_OUT); the table stays, the interpreter's reference.
+    std::optional<std::pair<double, double>> dq_params;
+    {
+      const TensorId s = dq.input(1), z = dq.input(2);
+      if (!closed && graph.tensor(s).shape.NumElements() == 1 &&
+          (z == kNoTensor || graph.tensor(z).shape.NumElements() == 1))
+        dq_params = std::make_pair(ScalarValue(graph.tensor(s)),
+                                   z == kNoTensor ? 0.0 : ScalarValue(graph.tensor(z)));
+    }
     const TensorId y2 = graph.nodes[static_cast<size_t>(order.back())].outputs[0];
     const Tensor &tv = val.at(y2);
     Tensor table = MakeConstant(tv.dtype, Shape{256}, Bytes(*tv.data));
@@ -434,6 +446,10 @@ Status FuseQuantizedLookup(Graph &graph) {
     p.inputs.resize(10, kNoTensor);
     p.inputs[9] = tid;
     p.outputs[0] = y2;
+    if (dq_params) {
+      p.attrs.Set("lut_dq_scale", static_cast<float>(dq_params->first));
+      p.attrs.Set("lut_dq_zero_point", static_cast<int64_t>(dq_params->second));
+    }
     std::vector<bool> gone(graph.nodes.size(), false);
     for (int j : order)
       gone[static_cast<size_t>(j)] = true;

@@ -70,7 +70,9 @@ __kernel void qconv(__global const STYPE(TX) * x, uint x_off, __global const STY
                                LOAD(TYS, ys, ys_off));
   const float v = (float)acc * mult;
   const float q = nn_requantize(v, (float)LOAD(TYZ, yz, yz_off), QMIN, QMAX);
-#if HAS_LUT
+#if HAS_LUT && LUT_DQ
+  STORE(TY, y, y_off + i, (q - DQ_ZP) * DQ_SCALE);  // (NN_DQ_OUT, one value)
+#elif HAS_LUT
   STORE(TY, y, y_off + i, LOAD(TL, lut, lut_off + (int)q - (int)QMIN));
 #else
   STORE(TY, y, y_off + i, q);

@@ -256,7 +256,9 @@ __kernel void qconv_dot(__global const int *xp, uint xp_off, __global const int 
       const float16 v = convert_float16(sum) * mult;
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
       const float16 r = nn_requantize16(v, zp, QMIN, QMAX);
-#if HAS_LUT
+#if HAS_LUT && LUT_DQ
+      NN_DQ_OUT(16, r, lanes, yi)
+#elif HAS_LUT
       int li[16];
       vstore16(convert_int16(r) - (int)QMIN, 0, li);
       for (int c = 0; c < lanes; c++)

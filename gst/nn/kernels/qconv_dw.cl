@@ -95,7 +95,9 @@ __kernel void qconv_dw(__global const STYPE(TX) * x, uint x_off, __global const 
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
       const VF q = clamp(rint(v) + zp, (VF)(QMIN), (VF)(QMAX));
       const VF r = select(q, (VF)(0.0f), isnan(v));
-#if HAS_LUT
+#if HAS_LUT && LUT_DQ
+      NN_DQ_OUT(V, r, lanes, yrow)
+#elif HAS_LUT
       int li[V];
       NN_CAT(vstore, V)(NN_CAT(convert_int, V)(r) - (int)QMIN, 0, li);
       for (int c = 0; c < lanes; c++)

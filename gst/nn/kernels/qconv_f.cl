@@ -173,7 +173,9 @@ __kernel void qconv_f(__global const STYPE(TX) * x, uint x_off, __global const S
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
       const VF q = clamp(rint(v) + zp, (VF)(QMIN), (VF)(QMAX));
       const VF r = select(q, (VF)(0.0f), isnan(v));
-#if HAS_LUT
+#if HAS_LUT && LUT_DQ
+      NN_DQ_OUT(V, r, lanes, yi)
+#elif HAS_LUT
       int li[V];
       NN_CAT(vstore, V)(NN_CAT(convert_int, V)(r) - (int)QMIN, 0, li);
       for (int c = 0; c < lanes; c++)

@@ -205,7 +205,9 @@ __kernel void qconv_vec(__global const STYPE(TX) * x, uint x_off, __global const
       // round half to even, + zp, saturated; NaN (a zero output scale) gives 0 as in qconv.cl
       const float8 q = clamp(rint(v) + zp, (float8)(QMIN), (float8)(QMAX));
       const float8 r = select(q, (float8)(0.0f), isnan(v));
-#if HAS_LUT
+#if HAS_LUT && LUT_DQ
+      NN_DQ_OUT(8, r, min(8, PIXELS - pix), yi)
+#elif HAS_LUT
       // The table's value of each requantized value: one scalar load per output, against the
       // CG * KH * KW multiply-adds that made it.
       int li[8];

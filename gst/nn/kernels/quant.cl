@@ -73,6 +73,21 @@ static inline float16 nn_requantize16(float16 v, float zp, float lo, float hi) {
   return select(clamp(nn_rint16(v) + zp, (float16)(lo), (float16)(hi)), (float16)(0.0f), isnan(v));
 }
 
+// A quantized convolution's float table that is only a DequantizeLinear of its output (LUT_DQ:
+// FuseQuantizedLookup's table where the float value is read elsewhere, as a residual stream's):
+// (q - DQ_ZP) * DQ_SCALE computed on the requantized vector r (its lanes the integers q), as the
+// interpreter's DequantizeLinear computes it (the difference exact, one rounding in the
+// product), instead of one table load and one store per lane. `lanes` of the n from y[yi].
+#define NN_DQ_OUT(n, r, lanes, yi)                          \
+  if ((lanes) == (n)) {                                     \
+    STOREV(TY, n, y, (yi), ((r)-DQ_ZP) * DQ_SCALE);         \
+  } else {                                                  \
+    float t_[n];                                            \
+    NN_CAT(vstore, n)((r), 0, t_);                          \
+    for (int c_ = 0; c_ < (lanes); c_++)                    \
+      STORE(TY, y, (yi) + c_, (t_[c_] - DQ_ZP) * DQ_SCALE); \
+  }
+
 #ifdef MODE
 __kernel void quantize(__global const STYPE(TX) * x, uint x_off, __global const STYPE(TS) * s,
                        uint s_off,
