@@ -10,6 +10,12 @@ A network that sees the width predicts it with a slope near 1 against the truth;
 predicts the data's mean width whatever the image has a slope near 0, and its lines at 20 m are
 off by half the difference on each side (docs/training.md). Frames before the fifth of a drive
 (an opwarp history still partly zeros) are left out.
+
+As a check of the inputs themselves, it also measures the width in the image: on the newest
+frame's luma plane (half resolution, the medmodel frame: focal 455, centre 128, 23.8) it takes
+the row of the road at that distance and, near where each ego line's label projects, the
+brightest column (the marking), and compares their separation with the labels' width in
+pixels. A slope near 1 there says the inputs show the width the labels give.
 """
 
 import argparse
@@ -21,7 +27,27 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "models"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "synthdrive"))
-from scene import X_IDXS  # noqa: E402  (the distances the labels are given at)
+from scene import CAMERA_HEIGHT, X_IDXS  # noqa: E402  (the labels' distances, the camera)
+
+# The model frame's half-resolution luma planes (medmodel: focal 910, centre 256, 47.6 at 512x256).
+FOCAL, CX, CY = 455.0, 128.0, 23.8
+
+
+def marking_separation(plane, d, y1, y2):
+    """The columns' distance between the brightest pixels near where lines at lateral offsets y1
+    and y2 (openpilot's frame: y to the right) cross the road's row d metres ahead, or None."""
+    row = int(round(CY + FOCAL * CAMERA_HEIGHT / d))
+    if not 1 <= row < plane.shape[0] - 1:
+        return None
+    profile = plane[row - 1:row + 2].astype(np.float64).mean(axis=0)
+    cols = []
+    for y in (y1, y2):
+        u = CX + FOCAL * y / d
+        lo, hi = int(max(0, u - 8)), int(min(plane.shape[1] - 1, u + 8))
+        if hi <= lo:
+            return None
+        cols.append(lo + int(np.argmax(profile[lo:hi + 1])))
+    return cols[1] - cols[0]
 
 
 def main():
@@ -37,7 +63,7 @@ def main():
     props = {p.key: p.value for p in onnx.load(a.vision).metadata_props}
     lane = decode_slices(props["output_slices"])["lane_lines"]
     session = ort.InferenceSession(a.vision, providers=["CPUExecutionProvider"])
-    pred_w, true_w = [], []
+    pred_w, true_w, seen_px, label_px = [], [], [], []
     print(f"| drive | frames | true width (m) | predicted width (m) | line 1 error (m) | "
           f"line 2 error (m) |")
     print("|---|---|---|---|---|---|")
@@ -54,6 +80,10 @@ def main():
             p1, p2 = (np.interp(a.at, X_IDXS, y[i]) for i in (1, 2))
             t1, t2 = (np.interp(a.at, X_IDXS, t[i]) for i in (1, 2))
             rows.append((t2 - t1, p2 - p1, p1 - t1, p2 - t2))
+            sep = marking_separation(img[k, 6], a.at, t1, t2)  # frame t's first luma plane
+            if sep is not None:
+                seen_px.append(sep)
+                label_px.append(FOCAL * (t2 - t1) / a.at)
         if not rows:
             continue
         r = np.array(rows)
@@ -66,6 +96,12 @@ def main():
     print(f"\npredicted against true width over {len(true_w)} frames: slope {slope:.2f}, "
           f"correlation {np.corrcoef(true_w, pred_w)[0, 1]:.2f}; true {true_w.min():.2f}-"
           f"{true_w.max():.2f} m, predicted {pred_w.min():.2f}-{pred_w.max():.2f} m")
+    if len(seen_px) > 2:
+        seen, want = np.array(seen_px, np.float64), np.array(label_px)
+        print(f"in the inputs: the markings' separation at {a.at:g} m against the labels' width in "
+              f"pixels over {len(seen)} frames: slope {np.polyfit(want, seen, 1)[0]:.2f}, "
+              f"correlation {np.corrcoef(want, seen)[0, 1]:.2f} (labels {want.min():.0f}-"
+              f"{want.max():.0f} px, found {seen.min():.0f}-{seen.max():.0f} px)")
 
 
 if __name__ == "__main__":
