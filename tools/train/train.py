@@ -225,6 +225,15 @@ def vision_loss(out, lab, vary, scale=None):
     m = torch.isfinite(t).float() * vary["lane_lines"]
     parts["lane_lines"] = laplace_nll(ll[:, :264], ll[:, 264:], torch.nan_to_num(t), m,
                                       mean_units(scale, V_OFF["lane_lines"], 264))
+    # The ego lane's width (line 2 minus line 1, lateral), mean absolute error in metres where
+    # both lines are labelled: the lines' NLL alone let the networks predict the data's mean
+    # width whatever the image (docs/training.md); weighted by --width-weight (0: off).
+    ly = ll[:, :264].reshape(-1, 4, 33, 2)[..., 0]
+    ty = lab["lane_lines"].reshape(-1, 4, 33, 2)[..., 0]
+    tw = ty[:, 2] - ty[:, 1]
+    mw = torch.isfinite(tw).float()
+    parts["lane_width"] = (((ly[:, 2] - ly[:, 1]) - torch.nan_to_num(tw)).abs() * mw).sum() / \
+        mw.sum().clamp(min=1.0)
     re = out[:, V_OFF["road_edges"]]
     t = lab["road_edges"].reshape(-1, 132)
     m = torch.isfinite(t).float() * vary["road_edges"]
@@ -264,6 +273,7 @@ def vision_weights(a):
                           "lead_prob", "pose", "road_transform", "wide_from_device_euler",
                           "desire_pred", "meta")}
     w["lead"] = a.lead_weight
+    w["lane_width"] = a.width_weight
     return w
 
 
@@ -640,6 +650,9 @@ def main():
                     help="beta: each (mean, std) head's NLL weighted by its std (held constant) "
                          "over the label's scale, so every head's mean learns at one rate "
                          "(see laplace_nll); plain: the NLL as it is")
+    ap.add_argument("--width-weight", type=float, default=0.0,
+                    help="weight of the ego lane's width error (metres, mean absolute) in the "
+                         "vision loss; 0 leaves it out (see vision_loss)")
     ap.add_argument("--lead-weight", type=float, default=8.0,
                     help="weight of the lead's NLL in the vision loss (see vision_weights)")
     ap.add_argument("--refresh", type=int, default=10, help="steps between hidden-state refreshes")
@@ -676,6 +689,9 @@ def main():
     torch.manual_seed(a.seed)
     data = Data(a.data)
     cfg = training_config(a.size, a.readout, a.widths)
+    # What a checkpoint must have been trained with to be resumed (the width term only when on,
+    # so that checkpoints from before it resume).
+    recipe = [a.augment, a.pad_history, a.nll] + ([a.width_weight] if a.width_weight else [])
     both = Both(cfg, output_scale(data))
     vary = varying(data)
     nets.init_for_training(both.vision, 7001, head_outputs=("head.out",))
@@ -695,9 +711,9 @@ def main():
         if ck.get("schedule") != [a.lr, a.warmup, vision_steps]:
             raise SystemExit(f"train: {ckpt} was made with another schedule "
                              f"(lr, warmup, vision steps {ck.get('schedule')})")
-        if ck.get("recipe", [False, 0.0]) != [a.augment, a.pad_history, a.nll]:
+        if ck.get("recipe", [False, 0.0]) != recipe:
             raise SystemExit(f"train: {ckpt} was made with another --augment / --pad-history / "
-                             f"--nll ({ck.get('recipe', [False, 0.0])})")
+                             f"--nll / --width-weight ({ck.get('recipe', [False, 0.0])})")
         if ck.get("cfg") != cfg:
             raise SystemExit(f"train: {ckpt} was made with another network (--size, --readout, "
                              f"--widths; "
@@ -789,7 +805,7 @@ def main():
                             "history": hist, "cache": cache, "cache_step": cache_step,
                             "data": data.names, "batch": a.batch, "world": world, "seed": a.seed,
                             "size": a.size, "cfg": cfg, "schedule": [a.lr, a.warmup, vision_steps],
-                            "recipe": [a.augment, a.pad_history, a.nll]}, tmp)
+                            "recipe": recipe}, tmp)
                 os.replace(tmp, ckpt)
                 print(f"train: checkpoint at step {step}", flush=True)
             dist.barrier()
