@@ -37,13 +37,20 @@ std::string WarpBuildOptions(const cl::Device &device, int vector_width) {
   return options;
 }
 
-Status PrebuildWarpProgram(cl::Device &device) {
+namespace {
+
+// The warp program for `device` at `vector_width`, from the device's program cache.
+StatusOr<cl::ProgramHandle> WarpProgram(cl::Device &device, int vector_width) {
   std::string_view source = kernels::Find(kProgram);
   if (source.empty())
     return Internal("warp kernels are not embedded");
-  return device.programs()
-      .Build(source, WarpBuildOptions(device, WarpVectorWidth(device)), kProgram)
-      .status();
+  return device.programs().Build(source, WarpBuildOptions(device, vector_width), kProgram);
+}
+
+}  // namespace
+
+Status PrebuildWarpProgram(cl::Device &device) {
+  return WarpProgram(device, WarpVectorWidth(device)).status();
 }
 
 StatusOr<std::unique_ptr<Warper>> Warper::Create(std::shared_ptr<cl::Device> device,
@@ -65,12 +72,7 @@ StatusOr<std::unique_ptr<Warper>> Warper::Create(std::shared_ptr<cl::Device> dev
   w->layout_ = layout;
   w->SetMatrix({{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}});
 
-  std::string_view source = kernels::Find(kProgram);
-  if (source.empty())
-    return Internal("warp kernels are not embedded");
-  OP_ASSIGN_OR_RETURN(
-      w->program_,
-      w->device_->programs().Build(source, WarpBuildOptions(*w->device_, vector_width), kProgram));
+  OP_ASSIGN_OR_RETURN(w->program_, WarpProgram(*w->device_, vector_width));
   OP_ASSIGN_OR_RETURN(w->kernel_, cl::CreateKernel(w->program_.get(), "op_warp_nv12"));
   OP_ASSIGN_OR_RETURN(w->history_, w->device_->CreateBuffer(kHistoryFrames * kFrameTensorBytes));
   OP_RETURN_IF_ERROR(w->Reset());
