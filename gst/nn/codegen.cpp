@@ -109,6 +109,10 @@ Defines &Defines::Def(const std::string &name, const std::string &value) {
   text_ += "#define " + name + " " + value + "\n";
   return *this;
 }
+Defines &Defines::Append(const Defines &other) {
+  text_ += other.text_;
+  return *this;
+}
 Defines &Defines::Int(const std::string &name, int64_t value) {
   return Def(name, std::to_string(value));
 }
@@ -261,6 +265,7 @@ namespace {
 
 using gen::Defines;
 using gen::Emitter;
+using gen::EpilogueVariant;
 using gen::NodeWhere;
 using gen::Pending;
 using gen::PendingArg;
@@ -414,6 +419,56 @@ void DefineDwEdgeTaps(Defines &d, int64_t v, const Window &win) {
   d.Def("NN_DW_EDGE_TAPS(xv, before, at, after)", "do {" + taps + " } while (0)");
 }
 
+// An epilogue's activation: `act` (FusedActivation's, where the node has one), as it is and
+// switched by the kernel's epi_act; with `vector`, its vector form too where it has one.
+Status DefineEpilogueActivation(const Node &node, const std::string &act, bool vector,
+                                EpilogueVariant *ep) {
+  ep->vector = vector;
+  if (node.attrs.String("activation").empty())
+    return Status::Ok();
+  OP_RETURN_IF_ERROR(gen::DefineActivation(ep->act, node, act));
+  OP_RETURN_IF_ERROR(gen::DefineActivation(ep->act_switched, node, act, "epi_act"));
+  if (!vector)
+    return Status::Ok();
+  OP_RETURN_IF_ERROR(gen::DefineVectorActivation(ep->act, node, true));
+  OP_RETURN_IF_ERROR(gen::DefineVectorActivation(ep->act_switched, node, true, "epi_act"));
+  ep->vector = ep->act.text().find("#define ACTV(x)") != std::string::npos;
+  return Status::Ok();
+}
+
+// A convolution's epilogue (conv2d_vec, conv2d_dw): its residual `res` (kNoTensor for none, and
+// where the epilogue is split off) and its activation (none where split off); `vector`: whole
+// vectors of output go through the vector epilogue where the activation has a vector form.
+StatusOr<EpilogueVariant> ConvEpilogue(const Emitter &e, const Node &node, const ConvShape &cs,
+                                       TensorId res, bool vector) {
+  EpilogueVariant ep;
+  ep.has_res = res != kNoTensor;
+  ep.res_after = ep.has_res && cs.res_after;
+  if (ep.has_res)
+    ep.res.Def("TR", e.Tag(res));
+  if (cs.split_epilogue) {
+    ep.vector = vector;
+    return ep;
+  }
+  OP_RETURN_IF_ERROR(DefineEpilogueActivation(node, cs.act, vector, &ep));
+  return ep;
+}
+
+// `base` and the epilogue `ep` as one #define block; records `base` in `ep`.
+Defines EpilogueDefines(const Defines &base, EpilogueVariant &ep) {
+  ep.base = base;
+  Defines d = base;
+  d.Int("HAS_RES", ep.has_res).Int("RES_AFTER", ep.res_after).Append(ep.res);
+  if (ep.act.text().empty()) {
+    d.Def("ACT(x)", "(x)");
+    if (ep.vector)
+      d.Def("ACTV(x)", "(x)");
+  } else {
+    d.Append(ep.act);
+  }
+  return d;
+}
+
 // The CPU profile's depthwise convolution (kernels/conv2d_dw.cl): one input channel per group
 // and up to four output channels of it, stride 1 or 2, no dilation. M channels x R output rows
 // of V pixels per work-item, each input row loaded once for all of them.
@@ -431,25 +486,25 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
   d.Int("R", rows).Int("V", v).Int("EDGE", yo[3] % v != 0);
   DefineDwEdgeTaps(d, v, win);
-  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res_in).Int("RES_AFTER", cs.res_after);
+  d.Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b));
-  if (res_in)
-    d.Def("TR", e.Tag(res));
-  if (!cs.split_epilogue)
-    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
-  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
-    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d_dw";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_dw", d));
+  OP_ASSIGN_OR_RETURN(
+      EpilogueVariant ep,
+      ConvEpilogue(e, node, cs, res_in ? res : kNoTensor,
+                   VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res)))));
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_dw", EpilogueDefines(d, ep)));
   k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
   k.args = {TArg(x), TArg(w)};
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
   if (res_in)
     k.args.push_back(TArg(res));
+  ep.out_arg = k.args.size();
+  k.epilogue = std::move(ep);
   k.args.push_back(TArg(cs.out));
   PushInts(k, {xi[0], xi[1], xi[2], xi[3], yo[2], yo[3]});
   k.writes = {cs.out};
@@ -531,29 +586,28 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
   d.Int("EDGE", pixels % (v * pv) != 0);
-  d.Int("HAS_BIAS", b != kNoTensor).Int("HAS_RES", res != kNoTensor && !cs.split_epilogue);
-  d.Int("RES_AFTER", cs.res_after);
+  d.Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b));
-  if (res != kNoTensor && !cs.split_epilogue)
-    d.Def("TR", e.Tag(res));
-  if (!cs.split_epilogue)
-    OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, cs.act));
   // Whole vectors of output (and residual) go through vector stores where the tags have them.
   const bool res_in = res != kNoTensor && !cs.split_epilogue;
-  if (VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res))))
-    OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, !cs.split_epilogue));
   Pending k;
   k.label = node.Describe();
   k.entry = "conv2d_vec";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", d));
+  OP_ASSIGN_OR_RETURN(
+      EpilogueVariant ep,
+      ConvEpilogue(e, node, cs, res_in ? res : kNoTensor,
+                   VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res)))));
+  OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", EpilogueDefines(d, ep)));
   k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(flat ? 1 : yo[2]),
               CeilDiv(pixels, v * pv)};
   k.args = {TArg(x), TArg(wv)};
   if (b != kNoTensor)
     k.args.push_back(TArg(b));
-  if (res != kNoTensor && !cs.split_epilogue)
+  if (res_in)
     k.args.push_back(TArg(res));
+  ep.out_arg = k.args.size();
+  k.epilogue = std::move(ep);
   k.args.push_back(TArg(cs.out));
   PushInts(k, {xi[0], xi[1], xi[2], xi[3], yo[1], yo[2], yo[3]});
   k.writes = {cs.out};
@@ -961,16 +1015,19 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     d.Def("ALPHA", "alpha");  // an argument (matmul_vec.cl)
   else
     d.Flt("ALPHA", alpha);
-  d.Int("HAS_C", c != kNoTensor).Int("HAS_RES", res != kNoTensor).Int("RES_AFTER", res_after);
+  d.Int("HAS_C", c != kNoTensor);
   if (c != kNoTensor)
     d.Def("TC", e.Tag(c))
         .Def("C_IDX(b, m, n)", vec && cst ? "((b) * c_sb + (m) * c_sm + (n) * c_sn)"
                                           : gen::BroadcastIndex(yd, e.Dims(c), lin));
+  EpilogueVariant ep;
+  ep.has_res = res != kNoTensor;
+  ep.res_after = ep.has_res && res_after;
   if (res != kNoTensor)
-    d.Def("TR", e.Tag(res))
+    ep.res.Def("TR", e.Tag(res))
         .Def("R_IDX(b, m, n)", vec && rst ? "((b) * r_sb + (m) * r_sm + (n) * r_sn)"
                                           : gen::BroadcastIndex(yd, e.Dims(res), lin));
-  OP_RETURN_IF_ERROR(gen::DefineActivation(d, node, act));
+  bool vector_epilogue = false;
   if (vec) {
     // The vector epilogue needs the residual running along n like y; C may run along n or be
     // one value per row.
@@ -983,9 +1040,10 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     const bool res_ok = res == kNoTensor || (last(res) == n && VectorStorable(e.Tag(res)));
     if (VectorStorable(e.Tag(y)) && c_ok && res_ok) {
       d.Int("C_CONTIG", c_contig);
-      OP_RETURN_IF_ERROR(gen::DefineVectorActivation(d, node, true));
+      vector_epilogue = true;
     }
   }
+  OP_RETURN_IF_ERROR(DefineEpilogueActivation(node, act, vector_epilogue, &ep));
   // A Concat's rows that this product copies itself (FindProductConcats).
   std::vector<TensorId> a_parts;
   if (e.product_concats.count(a) && !(vec && b_const))  // FindProductConcats promised it
@@ -1017,7 +1075,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     k.label +=
         " (and " + e.graph.nodes[static_cast<size_t>(e.product_concats.at(a))].Describe() + ")";
   k.entry = vec ? "matmul_vec" : "matmul";
-  OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), d));
+  OP_ASSIGN_OR_RETURN(k.source, e.Source(k.entry.c_str(), EpilogueDefines(d, ep)));
   k.global =
       vec ? std::vector<uint64_t>{CeilDiv(m, rm), CeilDiv(n, cols * nv),
                                   static_cast<uint64_t>(batch)}
@@ -1035,6 +1093,10 @@ Status LowerMatMul(Emitter &e, const Node &node) {
     k.args.push_back(TArg(c));
   if (res != kNoTensor)
     k.args.push_back(TArg(res));
+  if (vec) {
+    ep.out_arg = k.args.size();
+    k.epilogue = std::move(ep);
+  }
   k.args.push_back(TArg(y));
   if (vec) {
     const ProductStrides cs = cst.value_or(ProductStrides{}), rs = rst.value_or(ProductStrides{});
@@ -2834,6 +2896,77 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
   return Status::Ok();
 }
 
+// Kernels of one template whose #defines differ only in their epilogue compile to one program:
+// a block's 1 x 1 convolution with its activation and the next with the block's residual
+// instead, or a product with and without a bias's activation. Their activation and residual
+// become switches (EPI_SWITCH, nn_common.cl: the arguments epi_act and epi_res, a uniform branch
+// per output), the residual's buffer, where a kernel has none, one it reads anyway (never read
+// as the residual). On PoCL each distinct source costs a cold start 0.3-0.5 s of code
+// generation. A group merges where its kernels apply one activation at most (two different ones
+// keep their programs) and read their residuals alike (tag, index, before or after it).
+void MergeEpilogues(Emitter &e) {
+  if (e.opt.profile != cl::Profile::kCpu || !e.opt.merge_epilogues)
+    return;
+  std::map<std::string, std::vector<size_t>> groups;
+  for (size_t i = 0; i < e.kernels.size(); i++) {
+    const Pending &k = e.kernels[i];
+    if (k.epilogue && k.entry != "matmul")  // matmul_vec, conv2d_vec, conv2d_dw
+      groups[k.entry + (k.epilogue->vector ? " vector\n" : "\n") + k.epilogue->base.text()]
+          .push_back(i);
+  }
+  for (const auto &[key, members] : groups) {
+    if (members.size() < 2)
+      continue;
+    const EpilogueVariant *act = nullptr, *res = nullptr;
+    std::set<std::pair<std::string, bool>> variants;
+    bool alike = true;
+    for (size_t i : members) {
+      const EpilogueVariant &ep = *e.kernels[i].epilogue;
+      variants.insert({ep.act.text(), ep.has_res});
+      if (!ep.act.text().empty()) {
+        alike = alike && (!act || act->act.text() == ep.act.text());
+        act = &ep;
+      }
+      if (ep.has_res) {
+        alike =
+            alike && (!res || (res->res.text() == ep.res.text() && res->res_after == ep.res_after));
+        res = &ep;
+      }
+    }
+    if (!alike || variants.size() < 2)
+      continue;
+    const Pending &first = e.kernels[members[0]];
+    Defines d = first.epilogue->base;
+    d.Int("EPI_SWITCH", 1).Int("HAS_RES", res != nullptr).Int("RES_AFTER", res && res->res_after);
+    if (res)
+      d.Append(res->res);
+    if (act) {
+      d.Append(act->act_switched);
+    } else {
+      d.Def("ACT(x)", "(x)");
+      if (first.epilogue->vector)
+        d.Def("ACTV(x)", "(x)");
+    }
+    auto source = e.Source(first.entry.c_str(), d);
+    if (!source.ok())  // the kernels keep their own programs
+      continue;
+    for (size_t i : members) {
+      Pending &k = e.kernels[i];
+      const EpilogueVariant &ep = *k.epilogue;
+      k.source = *source;
+      if (res && !ep.has_res) {
+        // The kernel's first tensor (its input, read anyway); the output where it has none.
+        auto read = std::find_if(k.args.begin(), k.args.end(), [](const PendingArg &a) {
+          return a.kind == PendingArg::Kind::kTensor;
+        });
+        const PendingArg r = read != k.args.end() ? *read : k.args[ep.out_arg];
+        k.args.insert(k.args.begin() + static_cast<std::ptrdiff_t>(ep.out_arg), r);
+      }
+      PushInts(k, {!ep.act.text().empty(), ep.has_res});
+    }
+  }
+}
+
 // Where each root tensor a kernel reads or writes lives in the compiled model.
 struct Storage {
   std::map<TensorId, uint32_t> input_index;
@@ -3019,6 +3152,7 @@ StatusOr<CompiledModel> GenerateCode(const Graph &graph, const CodegenOptions &o
   OutputCopies copies;
   OP_RETURN_IF_ERROR(BindIo(e, &copies));
   OP_RETURN_IF_ERROR(LowerGraph(e, copies));
+  MergeEpilogues(e);
 
   // Storage: inputs, outputs, weights (each constant packed once), arena (planned).
   CompiledModel m;

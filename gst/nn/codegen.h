@@ -45,6 +45,10 @@ struct CodegenOptions {
   // product reading them copies itself (matmul_vec's A_CAT). Off to compare with the launches
   // one by one.
   bool fuse_products = true;
+  // The CPU profile's kernels of one template that differ only in their epilogue (activation,
+  // residual) share one program, the epilogue switched by arguments: fewer programs to build
+  // on a cold start. Off to compare with a program each.
+  bool merge_epilogues = true;
 };
 
 // Whether this host processor has AVX-512 VNNI (and AVX-512 BW, which its registers need).

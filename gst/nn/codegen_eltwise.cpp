@@ -525,8 +525,14 @@ StatusOr<std::string> FusedActivation(const Node &node) {
                         node.attrs.Float("activation_beta"), "(x)");
 }
 
-Status DefineActivation(Defines &d, const Node &node, const std::string &act) {
-  d.Def("ACT(x)", act);
+// `expr` where `gate` is true, else x; `expr` itself without a gate.
+static std::string Gated(const std::string &gate, const std::string &expr) {
+  return gate.empty() ? expr : "(" + gate + " ? " + expr + " : (x))";
+}
+
+Status DefineActivation(Defines &d, const Node &node, const std::string &act,
+                        const std::string &gate) {
+  d.Def("ACT(x)", Gated(gate, act));
   if (node.attrs.String("activation") != "Chain")
     return Status::Ok();
   OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, 1));
@@ -558,7 +564,8 @@ bool VectorSafe(OpKind op) {
 
 }  // namespace
 
-Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue) {
+Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue,
+                              const std::string &gate) {
   const std::string name = fused_epilogue ? node.attrs.String("activation") : "";
   if (name.empty()) {
     d.Def("ACTV(x)", "(x)");
@@ -578,12 +585,12 @@ Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue)
         return Status::Ok();
     }
     OP_ASSIGN_OR_RETURN(std::string steps, ChainSteps(node, 1));
-    d.Def("ACTV(x)", "nn_act_chain_v(x)");
+    d.Def("ACTV(x)", Gated(gate, "nn_act_chain_v(x)"));
     d.Def("NN_ACT_CHAIN_V", "{ VF v = x0; " + steps + "return v; }");
     return Status::Ok();
   }
   if (std::optional<std::string> expr = VectorActivationExpr(node))
-    d.Def("ACTV(x)", *expr);
+    d.Def("ACTV(x)", Gated(gate, *expr));
   return Status::Ok();
 }
 

@@ -21,6 +21,32 @@ struct PendingArg {
   float f = 0.f;
 };
 
+// A #define block ahead of a template.
+class Defines {
+ public:
+  Defines &Def(const std::string &name, const std::string &value);
+  Defines &Int(const std::string &name, int64_t value);
+  Defines &Flt(const std::string &name, double value);
+  Defines &Append(const Defines &other);
+  const std::string &text() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// The epilogue of a conv2d_vec, conv2d_dw or matmul_vec kernel kept apart from its other
+// #defines, so that MergeEpilogues (codegen.cpp) can give the kernels of a model that differ only
+// there one program, the activation and the residual switched by arguments.
+struct EpilogueVariant {
+  Defines base;          // the kernel's #defines but the epilogue's
+  bool vector = false;   // the vector epilogue (ACTV) is defined
+  Defines act;           // the activation's #defines (none for no activation)
+  Defines act_switched;  // the same, applied where the argument epi_act says so
+  bool has_res = false, res_after = false;
+  Defines res;         // the residual's #defines (TR, and matmul_vec's R_IDX)
+  size_t out_arg = 0;  // the output's place in the arguments (the residual's is before it)
+};
+
 struct Pending {
   std::string label;
   std::string entry;
@@ -30,18 +56,7 @@ struct Pending {
   std::vector<PendingArg> args;  // tensors expand to (buffer, element offset)
   std::vector<TensorId> writes;  // tensors the kernel writes (the others are read)
   uint64_t flops = 0;
-};
-
-// A #define block ahead of a template.
-class Defines {
- public:
-  Defines &Def(const std::string &name, const std::string &value);
-  Defines &Int(const std::string &name, int64_t value);
-  Defines &Flt(const std::string &name, double value);
-  const std::string &text() const { return text_; }
-
- private:
-  std::string text_;
+  std::optional<EpilogueVariant> epilogue;  // where MergeEpilogues may switch it
 };
 
 // A float literal that round-trips ("1.5f", "-INFINITY", "NAN").
@@ -148,13 +163,16 @@ StatusOr<std::string> ActivationExpr(const std::string &op, float alpha, float b
 // activation "Chain" (an element-wise chain fused into the epilogue) a call of nn_act_chain,
 // which DefineActivation defines.
 StatusOr<std::string> FusedActivation(const Node &node);
-// Defines ACT(x) as `act` (FusedActivation's) and, for a chain, the body of nn_act_chain.
-Status DefineActivation(Defines &d, const Node &node, const std::string &act);
+// Defines ACT(x) as `act` (FusedActivation's) and, for a chain, the body of nn_act_chain. With a
+// `gate` (an expression of the kernel's), ACT(x) is `act` where the gate is true, else x.
+Status DefineActivation(Defines &d, const Node &node, const std::string &act,
+                        const std::string &gate = "");
 // Defines ACTV(x), the activation of a fused epilogue on a whole float vector VF (and the body of
 // nn_act_chain_v for a chain), where every step of it has a vector form; defines nothing
 // otherwise, and the kernel keeps its lane-by-lane epilogue. Without a fused epilogue (the
-// activation runs in a separate add), ACTV is the identity.
-Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue);
+// activation runs in a separate add), ACTV is the identity. `gate` as DefineActivation's.
+Status DefineVectorActivation(Defines &d, const Node &node, bool fused_epilogue,
+                              const std::string &gate = "");
 // A fused activation other than a chain as an expression in (x) on a float vector VF ("(x)"
 // without one), or none where it has no vector form.
 std::optional<std::string> VectorActivationExpr(const Node &node);

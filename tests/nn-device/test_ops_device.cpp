@@ -1051,6 +1051,67 @@ TEST(ProductFusions, AProductCopiesTheRowsOfAConcatOfRoundingCasts) {
   ExpectMatchesReference(b, Precision::kFp32, 1e-6f, "fp32", &twin, &*cpu);
 }
 
+// The CPU profile gives kernels of one template that differ only in their epilogue one program
+// (MergeEpilogues: the activation and the residual switched by arguments): a block's 1 x 1
+// convolutions (GELU, then the block's residual; and one with neither), its depthwise ones (Relu,
+// then a residual after it) and its products (GELU, then a residual). Each output equal bit for
+// bit to the same graph compiled with a program per epilogue, and to the interpreter.
+TEST(Epilogues, KernelsThatDifferOnlyInTheirEpilogueShareAProgram) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto cpu = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  Attributes gelu = A({{"activation", std::string("Chain")}});
+  SetGeluSteps(gelu);
+  Builder b;
+  TensorId x = b.Input("x", {1, 16, 6, 37});  // rows of two vectors and a partial one
+  auto conv1x1 = [&](TensorId in, const Attributes &at, TensorId res) {
+    return b.Add(OpKind::kFusedConv, {in, b.Weights({16, 16, 1, 1}), b.Weights({16}), res}, at);
+  };
+  TensorId h = conv1x1(x, gelu, kNoTensor);
+  h = conv1x1(h, Attributes(), x);  // the block's residual, no activation
+  h = conv1x1(h, Attributes(), kNoTensor);
+  Attributes dw = A({{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{16}}});
+  Attributes dw_relu = dw;
+  dw_relu.Set("activation", std::string("Relu"));
+  Attributes dw_after = dw_relu;
+  dw_after.Set("residual_after_activation", int64_t{1});
+  TensorId d = b.Add(OpKind::kFusedConv, {h, b.Weights({16, 1, 3, 3}), b.Weights({16})}, dw_relu);
+  d = b.Add(OpKind::kFusedConv, {d, b.Weights({16, 1, 3, 3}), b.Weights({16}), h}, dw_after);
+  b.Output(d);
+  TensorId a = b.Input("a", {1, 11, 40});  // a partial row block
+  TensorId m = b.Add(OpKind::kFusedGemm, {a, b.Weights({40, 40}), b.Weights({40})}, gelu);
+  b.Output(b.Add(OpKind::kFusedGemm, {m, b.Weights({40, 40}), b.Weights({40}), a}));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  CodegenOptions avx2 = *cpu;  // AVX2's blocking too, whatever the processor at hand
+  avx2.simd_lanes = 8;
+  avx2.simd_registers = 16;
+  for (CodegenOptions opt : {*cpu, avx2}) {
+    SCOPED_TRACE(std::to_string(opt.simd_lanes) + " lanes");
+    opt.fuse_products = false;  // the products as matmul_vec, not one chain
+    CodegenOptions apart = opt;
+    apart.merge_epilogues = false;
+    auto merged_model = GenerateCode(b.g, opt);
+    auto apart_model = GenerateCode(b.g, apart);
+    ASSERT_TRUE(merged_model.ok() && apart_model.ok());
+    ASSERT_EQ(merged_model->kernels.size(), 7u);
+    // Apart: three 1 x 1 epilogues, two depthwise and two product ones; merged: one each.
+    EXPECT_EQ(apart_model->sources.size(), 7u);
+    EXPECT_EQ(merged_model->sources.size(), 3u);
+    size_t n_merged = 0, n_apart = 0;
+    std::string labels, labels_apart;
+    const std::vector<Tensor> merged = RunCompiled(b.g, b.feeds, opt, &n_merged, &labels);
+    const std::vector<Tensor> each = RunCompiled(b.g, b.feeds, apart, &n_apart, &labels_apart);
+    ASSERT_EQ(merged.size(), 2u);
+    ASSERT_EQ(each.size(), 2u);
+    for (size_t o = 0; o < merged.size(); o++) {
+      ASSERT_TRUE(merged[o].data && each[o].data);
+      EXPECT_EQ(*merged[o].data, *each[o].data) << "output " << o << " differs";
+    }
+    ExpectMatchesReference(b, Precision::kFp32, 1e-4f, "merged epilogues", nullptr, &opt);
+  }
+}
+
 // `b` compiled with a GPU profile's options: its code defines the split `name` as `split` ("" for
 // none), and the device at hand runs that code to the interpreter's values.
 void ExpectSplitMatchesReference(Builder &b, const CodegenOptions &gpu, const std::string &name,

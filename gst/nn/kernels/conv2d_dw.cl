@@ -7,7 +7,8 @@
 // whole vectors.
 // Defines: TX TW TB TR TY; KH KW SH SW PH PW M; R V; HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV;
 // EDGE (OW not a multiple of V: the lane-by-lane epilogue of a partial vector is compiled).
-// Arguments after the output: N C H W OH OW, so one program serves every image size and channel
+// Arguments after the output: N C H W OH OW (then, with EPI_SWITCH, epi_act epi_res:
+// nn_common.cl), so one program serves every image size and channel
 // count (a model's depthwise layers differ in little else). Weights in ONNX order
 // w[C * M][1][KH][KW]; output channel c * M + j reads input channel c.
 #include "nn_common.cl"
@@ -32,7 +33,7 @@ __kernel void conv2d_dw(__global const STYPE(TX) * x, uint x_off, __global const
                         __global const STYPE(TR) * r, uint r_off,
 #endif
                         __global STYPE(TY) * y, uint y_off, const int N, const int C, const int H,
-                        const int W, const int OH, const int OW) {
+                        const int W, const int OH, const int OW NN_EPI_SWITCH_PARAMS) {
   const int pb = get_global_id(0);
   const int rb = get_global_id(1);
   const int z = get_global_id(2);

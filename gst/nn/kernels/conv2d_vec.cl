@@ -12,7 +12,8 @@
 // pixels not a multiple of V * PV: the partial vectors' paths are compiled);
 // HAS_BIAS HAS_RES RES_AFTER; ACT; ACTV (optional: the activation on a vector, nn_common.cl).
 // Arguments after the output: N C H W OC OH OW, so one program serves every size (the 1x1
-// convolutions of a model differ in little else).
+// convolutions of a model differ in little else); with EPI_SWITCH then epi_act epi_res, so one
+// serves every epilogue of them too (nn_common.cl).
 // Weights are re-laid out by code generation as wt[G * OC_BLOCKS][C / G][KH][KW][OCB] (channels
 // past the group's end are zero), so the OCB weights of one tap are adjacent.
 #include "nn_common.cl"
@@ -65,7 +66,8 @@ __kernel void conv2d_vec(__global const STYPE(TX) * x, uint x_off, __global cons
                          __global const STYPE(TR) * r, uint r_off,
 #endif
                          __global STYPE(TY) * y, uint y_off, const int N, const int C, const int H,
-                         const int W, const int OC, const int OH, const int OW) {
+                         const int W, const int OC, const int OH,
+                         const int OW NN_EPI_SWITCH_PARAMS) {
   // Channel blocks vary fastest: the work-items that run one after another on a thread read
   // the same input pixels (a flat 1x1 run over C = 144 is 18 KiB, kept in L1) with the next
   // OCB weights (all of a layer's weights fit in L2), instead of streaming the whole input

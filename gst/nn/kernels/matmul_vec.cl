@@ -17,9 +17,9 @@
 // Arguments after the output: BATCH M N K; A_SM B_SK (row strides in elements); a_bs b_bs
 // (A's and B's stride per batch, 0 where broadcast); c_sb c_sm c_sn and r_sb r_sm r_sn (C's and
 // the residual's strides per batch, row and column; 0 without them); alpha (ALPHA is alpha:
-// an attention's scaled product shares the program of the plain one). Sizes are
-// arguments so that one program serves every product of a model with the same blocking and
-// epilogue.
+// an attention's scaled product shares the program of the plain one); with EPI_SWITCH, epi_act
+// epi_res (nn_common.cl). Sizes, and where code generation merges them the epilogues, are
+// arguments so that one program serves every product of a model with the same blocking.
 #include "nn_common.cl"
 
 #define VF NN_CAT(float, V)
@@ -61,7 +61,8 @@ __kernel void matmul_vec(A_ARGS, __global const STYPE(TB) * bm, uint b_off,
                          __global STYPE(TY) * y, uint y_off, const int BATCH, const int M,
                          const int N, const int K, const int A_SM, const int B_SK, const int a_bs,
                          const int b_bs, const int c_sb, const int c_sm, const int c_sn,
-                         const int r_sb, const int r_sm, const int r_sn, const float alpha) {
+                         const int r_sb, const int r_sm, const int r_sn,
+                         const float alpha NN_EPI_SWITCH_PARAMS) {
   // Row blocks vary fastest, so the work-items that run one after another on a thread share
   // B's panel (one panel of a 384 x 1152 B is 24 KiB, the whole B 1.7 MiB: more than L2).
   const int mb = get_global_id(0);

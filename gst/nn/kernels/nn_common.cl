@@ -317,7 +317,15 @@ static inline float nn_act_chain(float x0) NN_ACT_CHAIN
 // its bias or C added) gets the residual at r[ri] before the activation ACT, or after it when
 // RES_AFTER, and goes to y[yi]. Those kernels name the residual r/r_off (storage TR) and the
 // output y/y_off (storage TY). HAS_RES = 0 reads no residual.
-#if HAS_RES && RES_AFTER
+// With EPI_SWITCH (code generation's MergeEpilogues: kernels that differ only in their epilogue
+// share one program) the kernel's arguments epi_res and epi_act say at run time whether it adds
+// its residual (with HAS_RES; r is then any buffer where it does not, never read) and whether
+// ACT, defined by code generation as (epi_act ? <activation> : (x)), applies the activation.
+#if EPI_SWITCH && HAS_RES && RES_AFTER
+#define NN_EPILOGUE(v, ri) (epi_res ? ACT(v) + LOAD(TR, r, r_off + (ri)) : ACT(v))
+#elif EPI_SWITCH && HAS_RES
+#define NN_EPILOGUE(v, ri) ACT(epi_res ? (v) + LOAD(TR, r, r_off + (ri)) : (v))
+#elif HAS_RES && RES_AFTER
 #define NN_EPILOGUE(v, ri) (ACT(v) + LOAD(TR, r, r_off + (ri)))
 #elif HAS_RES
 #define NN_EPILOGUE(v, ri) ACT((v) + LOAD(TR, r, r_off + (ri)))
@@ -325,6 +333,12 @@ static inline float nn_act_chain(float x0) NN_ACT_CHAIN
 #define NN_EPILOGUE(v, ri) ACT(v)
 #endif
 #define NN_STORE_EPILOGUE(v, ri, yi) STORE(TY, y, y_off + (yi), NN_EPILOGUE(v, ri))
+// The switches' arguments, last in the kernel's parameter list.
+#if EPI_SWITCH
+#define NN_EPI_SWITCH_PARAMS , const int epi_act, const int epi_res
+#else
+#define NN_EPI_SWITCH_PARAMS
+#endif
 
 // The same epilogue on a whole vector VF of n consecutive outputs (and residuals), where code
 // generation defined ACTV (DefineVectorActivation): built-ins like tanh then run as vector code
@@ -334,7 +348,11 @@ static inline float nn_act_chain(float x0) NN_ACT_CHAIN
 #else
 #define NN_DEFINE_ACT_CHAIN_V
 #endif
-#if HAS_RES && RES_AFTER
+#if EPI_SWITCH && HAS_RES && RES_AFTER
+#define NN_EPILOGUE_V(n, v, ri) (epi_res ? ACTV(v) + LOADV(TR, n, r, r_off + (ri)) : ACTV(v))
+#elif EPI_SWITCH && HAS_RES
+#define NN_EPILOGUE_V(n, v, ri) ACTV(epi_res ? (v) + LOADV(TR, n, r, r_off + (ri)) : (v))
+#elif HAS_RES && RES_AFTER
 #define NN_EPILOGUE_V(n, v, ri) (ACTV(v) + LOADV(TR, n, r, r_off + (ri)))
 #elif HAS_RES
 #define NN_EPILOGUE_V(n, v, ri) ACTV((v) + LOADV(TR, n, r, r_off + (ri)))
