@@ -184,7 +184,29 @@ struct MapKernel {
   // of literals, so that one program serves maps that differ only there (the strides of a
   // Transpose, the offset of a Split's part).
   std::vector<int64_t> ints;
+  // The iteration space as arguments too (after the ints: the element count, then per axis but
+  // the first its size and the magic number and shift that divide by it, SpaceDivisor), so that
+  // maps of one rank share a program whatever their sizes. Only a body that reads the space
+  // through the coordinates c0, c1, ... may set it.
+  bool space_args = false;
 };
+
+// Division of n < 2^31 by d in [1, 2^31] as (n * magic) >> shift in 64 bits, exact for every
+// such n: with l the least power of two 2^l >= d, magic = ceil(2^(31 + l) / d) < 2^32 and
+// shift = 31 + l; the rounding error e = magic * d - 2^(31 + l) < d <= 2^l, and n * e < 2^(31
+// + l). As cheap as the multiply-and-shift a compiler makes of a division by a literal.
+struct SpaceDivisor {
+  uint32_t magic = 0;
+  int shift = 0;
+};
+SpaceDivisor DivisorOf(int64_t d) {
+  int l = 0;
+  while ((int64_t{1} << l) < d)
+    l++;
+  const uint64_t p = uint64_t{1} << (31 + l);
+  return {static_cast<uint32_t>((p + static_cast<uint64_t>(d) - 1) / static_cast<uint64_t>(d)),
+          31 + l};
+}
 
 std::string In(const Emitter &e, const MapKernel &m, size_t k, const std::string &index) {
   return "LOAD(" + e.Tag(m.inputs[k]) + ", in" + std::to_string(k) + ", in" + std::to_string(k) +
@@ -210,11 +232,35 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   for (size_t k = 0; k < m.ints.size(); k++)
     params += ", const int p" + std::to_string(k);
   std::string body = "{ ";
-  for (size_t d = 0; d < m.space.size(); d++)
-    body += "const uint c" + std::to_string(d) + " = " + CoordExpr(m.space, d, "i") + "; ";
+  // space_args: the coordinates from the last axis to the first, each a remainder of the
+  // division by the axis' size (nn_udiv_magic, nn_common.cl).
+  std::vector<int64_t> space_ints;
+  if (m.space_args) {
+    params += ", const int elt_n";
+    space_ints.push_back(n);
+    body += "uint sp_t = i; ";
+    for (size_t d = m.space.size(); d-- > 1;) {
+      const std::string sd = std::to_string(d);
+      params += ", const int sp_z" + sd + ", const int sp_m" + sd + ", const int sp_s" + sd;
+      const SpaceDivisor div = DivisorOf(m.space[d]);
+      space_ints.insert(space_ints.end(),
+                        {m.space[d], static_cast<int32_t>(div.magic), int64_t{div.shift}});
+      body += "const uint sp_q" + sd + " = nn_udiv_magic(sp_t, sp_m" + sd + ", sp_s" + sd +
+              "); const uint c" + sd + " = sp_t - sp_q" + sd + " * (uint)sp_z" + sd +
+              "; sp_t = sp_q" + sd + "; ";
+    }
+    body += "const uint c0 = sp_t; ";
+  } else {
+    for (size_t d = 0; d < m.space.size(); d++)
+      body += "const uint c" + std::to_string(d) + " = " + CoordExpr(m.space, d, "i") + "; ";
+  }
   body += m.body + " }";
   Defines defs;
-  defs.Def("ELT_PARAMS", params).Int("ELT_N", n).Def("ELT_BODY", body);
+  defs.Def("ELT_PARAMS", params).Def("ELT_BODY", body);
+  if (m.space_args)
+    defs.Def("ELT_N", "(uint)elt_n");
+  else
+    defs.Int("ELT_N", n);
   if (m.output2 != kNoTensor)
     defs.Int("ELT_QUANT", 1);  // eltwise.cl takes quant.cl's helpers
   Pending k;
@@ -244,12 +290,14 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
     k.args.push_back(o);
     k.writes.push_back(m.output2);
   }
-  for (int64_t v : m.ints) {
-    PendingArg a;
-    a.kind = PendingArg::Kind::kInt;
-    a.i = static_cast<int32_t>(v);
-    k.args.push_back(a);
-  }
+  for (const std::vector<int64_t> *ints :
+       std::initializer_list<const std::vector<int64_t> *>{&m.ints, &space_ints})
+    for (int64_t v : *ints) {
+      PendingArg a;
+      a.kind = PendingArg::Kind::kInt;
+      a.i = static_cast<int32_t>(v);
+      k.args.push_back(a);
+    }
   k.flops = m.flops;
   e.Emit(std::move(k));
   return Status::Ok();
@@ -763,11 +811,24 @@ Status LayoutLowering::Transpose() {
   if (perm.size() != r)
     return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
   // The input's strides are arguments: the transposes of one output shape share a program
-  // (a vision model's attention blocks move heads and tokens about in several orders).
+  // (a vision model's attention blocks move heads and tokens about in several orders). On the
+  // CPU profile the output's shape is one too, as four axes at least (leading axes of one
+  // element, read at stride 0): the transposes of a model share a program whatever their
+  // shapes (the small vision model's four took four programs).
+  std::vector<int64_t> strides;
+  for (size_t d = 0; d < r; d++)
+    strides.push_back(in_strides[static_cast<size_t>(perm[d])]);
+  if (e.opt.profile == cl::Profile::kCpu && Product(m.space) < (int64_t{1} << 31)) {
+    m.space_args = true;
+    while (m.space.size() < 4) {
+      m.space.insert(m.space.begin(), 1);
+      strides.insert(strides.begin(), 0);
+    }
+  }
   std::string idx = "0";
-  for (size_t d = 0; d < r; d++) {
+  for (size_t d = 0; d < strides.size(); d++) {
     idx += " + " + C(d) + " * p" + std::to_string(d);
-    m.ints.push_back(in_strides[static_cast<size_t>(perm[d])]);
+    m.ints.push_back(strides[d]);
   }
   m.inputs = {x};
   m.body = Out(e, m, "i", In(e, m, 0, idx));

@@ -1112,6 +1112,33 @@ TEST(Epilogues, KernelsThatDifferOnlyInTheirEpilogueShareAProgram) {
   }
 }
 
+// On the CPU profile a Transpose takes its output's shape as arguments (four axes at least, the
+// divisions by the sizes as magic multiplications): the transposes of a model share one program
+// whatever their shapes and ranks. Shapes of powers of two, of primes, and one of 185,000
+// elements (indices far past the small sizes' divisions), each equal to the interpreter's.
+TEST(Maps, TransposesShareAProgramWhateverTheirShapes) {
+  Device &dev = TestDevice();
+  ASSERT_TRUE(dev.device) << "no device";
+  auto cpu = OptionsForProfile("cpu", Precision::kFp32);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  Builder b;
+  const std::vector<std::pair<Shape, Ints>> cases = {
+      {Shape({1, 32, 64}), Ints{0, 2, 1}},         {Shape({1, 2, 32, 32}), Ints{0, 2, 1, 3}},
+      {Shape({3, 5, 7}), Ints{2, 0, 1}},           {Shape({5, 999, 37}), Ints{1, 2, 0}},
+      {Shape({6, 10, 7, 3}), Ints{3, 1, 0, 2}},    {Shape({11, 13}), Ints{1, 0}},
+      {Shape({7, 3, 1025, 13}), Ints{2, 3, 0, 1}},
+  };
+  for (size_t i = 0; i < cases.size(); i++)
+    b.Output(b.Add(OpKind::kTranspose, {b.Input("x" + std::to_string(i), cases[i].first)},
+                   A({{"perm", cases[i].second}})));
+  ASSERT_TRUE(InferShapes(b.g).ok());
+  auto model = GenerateCode(b.g, *cpu);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->kernels.size(), cases.size());
+  EXPECT_EQ(model->sources.size(), 1u);
+  ExpectMatchesReference(b, Precision::kFp32, 0.f, "transposes", nullptr, &*cpu);
+}
+
 // `b` compiled with a GPU profile's options: its code defines the split `name` as `split` ("" for
 // none), and the device at hand runs that code to the interpreter's values.
 void ExpectSplitMatchesReference(Builder &b, const CodegenOptions &gpu, const std::string &name,

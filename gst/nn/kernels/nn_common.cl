@@ -303,6 +303,12 @@ static inline float nn_mean1(__global const float *p, const uint stride, const u
   return acc / divisor;
 }
 
+// n / d for n < 2^31, with d's magic number and shift from code generation (SpaceDivisor in
+// codegen_eltwise.cpp): the index maps whose iteration space is an argument.
+static inline uint nn_udiv_magic(uint n, int magic, int shift) {
+  return (uint)(((ulong)n * (ulong)(uint)magic) >> shift);
+}
+
 // An element-wise chain fused into a convolution's or product's epilogue: code generation
 // defines its statements on v (which starts as the pre-activation value x0) as NN_ACT_CHAIN.
 #ifdef NN_ACT_CHAIN
