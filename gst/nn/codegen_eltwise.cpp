@@ -303,6 +303,42 @@ Status EmitMap(Emitter &e, const MapKernel &m, const std::string &label) {
   return Status::Ok();
 }
 
+std::string C(size_t d);
+
+// A copy that reads its input `x` at `offset` plus the output's coordinates times `strides` (one
+// per output axis: permuted for a Transpose, a step's multiple for a Slice, negative where it
+// steps back): Transpose, Split, Slice. The offset and the strides are arguments, and on the
+// CPU profile the output's shape too (four axes at least, leading axes of one element read at
+// stride 0), so that such copies share one program whatever their shapes (the small vision
+// model's four transposes and its Split took five). Both tensors under 2^31 elements.
+Status EmitStridedCopy(Emitter &e, TensorId x, TensorId y, int64_t offset,
+                       std::vector<int64_t> strides, const std::string &label) {
+  MapKernel m;
+  m.output = y;
+  m.space = e.Dims(y);
+  m.inputs = {x};
+  if (e.opt.profile == cl::Profile::kCpu) {
+    m.space_args = true;
+    while (m.space.size() < 4) {
+      m.space.insert(m.space.begin(), 1);
+      strides.insert(strides.begin(), 0);
+    }
+  }
+  std::string idx = "p0";
+  m.ints.push_back(offset);
+  for (size_t d = 0; d < strides.size(); d++) {
+    idx += " + " + C(d) + " * p" + std::to_string(d + 1);
+    m.ints.push_back(strides[d]);
+  }
+  m.body = Out(e, m, "i", In(e, m, 0, idx));
+  return EmitMap(e, m, label);
+}
+
+// Whether a strided copy can take `t`'s indices as 32-bit arguments.
+bool StridedCopyFits(const Emitter &e, TensorId t) {
+  return Product(e.Dims(t)) < (int64_t{1} << 31);
+}
+
 // The linear index of coordinates given as expressions, with row-major strides of `dims`.
 std::string Linear(const std::vector<std::string> &coords, const std::vector<int64_t> &dims) {
   std::string s = "0";
@@ -810,29 +846,12 @@ Status LayoutLowering::Transpose() {
       perm.push_back(static_cast<int64_t>(d));
   if (perm.size() != r)
     return InvalidArgument(label + ": perm has " + std::to_string(perm.size()) + " axes");
-  // The input's strides are arguments: the transposes of one output shape share a program
-  // (a vision model's attention blocks move heads and tokens about in several orders). On the
-  // CPU profile the output's shape is one too, as four axes at least (leading axes of one
-  // element, read at stride 0): the transposes of a model share a program whatever their
-  // shapes (the small vision model's four took four programs).
   std::vector<int64_t> strides;
   for (size_t d = 0; d < r; d++)
     strides.push_back(in_strides[static_cast<size_t>(perm[d])]);
-  if (e.opt.profile == cl::Profile::kCpu && Product(m.space) < (int64_t{1} << 31)) {
-    m.space_args = true;
-    while (m.space.size() < 4) {
-      m.space.insert(m.space.begin(), 1);
-      strides.insert(strides.begin(), 0);
-    }
-  }
-  std::string idx = "0";
-  for (size_t d = 0; d < strides.size(); d++) {
-    idx += " + " + C(d) + " * p" + std::to_string(d);
-    m.ints.push_back(strides[d]);
-  }
-  m.inputs = {x};
-  m.body = Out(e, m, "i", In(e, m, 0, idx));
-  return EmitMap(e, m, label);
+  if (!StridedCopyFits(e, x))
+    return Unsupported(label + ": 2^31 elements or more");
+  return EmitStridedCopy(e, x, m.output, 0, strides, label);
 }
 
 Status LayoutLowering::Expand() {
@@ -883,6 +902,15 @@ Status LayoutLowering::Slice() {
                : std::min(std::max<int64_t>(s, 0), dim - 1);
     start[static_cast<size_t>(a)] = s;
     step[static_cast<size_t>(a)] = st;
+  }
+  if (StridedCopyFits(e, x)) {
+    int64_t offset = 0;
+    std::vector<int64_t> strides(r);
+    for (size_t d = 0; d < r; d++) {
+      offset += start[d] * in_strides[d];
+      strides[d] = step[d] * in_strides[d];
+    }
+    return EmitStridedCopy(e, x, m.output, offset, strides, label);
   }
   std::string idx = "0";
   for (size_t d = 0; d < r; d++)
@@ -1061,19 +1089,13 @@ Status LayoutLowering::Split() {
   for (TensorId t : node.outputs) {
     if (t == kNoTensor)
       continue;
-    MapKernel p;
-    p.output = t;
-    p.space = e.Dims(t);
-    p.inputs = {x};
-    // Where the part starts is an argument: the parts of one shape share a program (a query,
-    // key and value split from one product).
-    std::string idx = "p0";
-    p.ints = {offset * in_strides[static_cast<size_t>(axis)]};
-    for (size_t d = 0; d < p.space.size(); d++)
-      idx += " + " + C(d) + " * " + std::to_string(in_strides[d]);
-    p.body = Out(e, p, "i", In(e, p, 0, idx));
-    OP_RETURN_IF_ERROR(EmitMap(e, p, label));
-    offset += p.space[static_cast<size_t>(axis)];
+    if (!StridedCopyFits(e, x))
+      return Unsupported(label + ": 2^31 elements or more");
+    // Where the part starts is an argument: the parts share a program (a query, key and value
+    // split from one product), and with the transposes.
+    OP_RETURN_IF_ERROR(EmitStridedCopy(e, x, t, offset * in_strides[static_cast<size_t>(axis)],
+                                       in_strides, label));
+    offset += e.Dims(t)[static_cast<size_t>(axis)];
   }
   return Status::Ok();
 }

@@ -1112,11 +1112,12 @@ TEST(Epilogues, KernelsThatDifferOnlyInTheirEpilogueShareAProgram) {
   }
 }
 
-// On the CPU profile a Transpose takes its output's shape as arguments (four axes at least, the
-// divisions by the sizes as magic multiplications): the transposes of a model share one program
-// whatever their shapes and ranks. Shapes of powers of two, of primes, and one of 185,000
-// elements (indices far past the small sizes' divisions), each equal to the interpreter's.
-TEST(Maps, TransposesShareAProgramWhateverTheirShapes) {
+// On the CPU profile a Transpose, a Split and a Slice are one strided copy that takes its offset,
+// strides and output shape as arguments (four axes at least, the divisions by the sizes as magic
+// multiplications): a model's copies share one program whatever their shapes and ranks. Shapes
+// of powers of two, of primes, and some of 185,000 and 280,000 elements (indices far past the
+// small sizes' divisions), a Slice stepping back, each equal to the interpreter's.
+TEST(Maps, StridedCopiesShareAProgramWhateverTheirShapes) {
   Device &dev = TestDevice();
   ASSERT_TRUE(dev.device) << "no device";
   auto cpu = OptionsForProfile("cpu", Precision::kFp32);
@@ -1131,12 +1132,29 @@ TEST(Maps, TransposesShareAProgramWhateverTheirShapes) {
   for (size_t i = 0; i < cases.size(); i++)
     b.Output(b.Add(OpKind::kTranspose, {b.Input("x" + std::to_string(i), cases[i].first)},
                    A({{"perm", cases[i].second}})));
+  Node split;  // three parts of a (2, 96, 5) along axis 1: 32 each
+  split.op = OpKind::kSplit;
+  split.name = "split";
+  split.opset = 17;
+  split.inputs = {b.Input("s", {2, 96, 5})};
+  split.attrs = A({{"axis", int64_t{1}}});
+  for (int j = 0; j < 3; j++) {
+    Tensor part;
+    part.name = "part" + std::to_string(j);
+    split.outputs.push_back(b.g.AddTensor(part));
+  }
+  b.g.nodes.push_back(split);
+  for (TensorId t : split.outputs)
+    b.Output(t);
+  // rows 9, 7, ..., 1 of a (3, 11, 17) and every other column from 1
+  b.Output(b.Add(OpKind::kSlice, {b.Input("l", {3, 11, 17}), b.Ints({9, 1}), b.Ints({0, 17}),
+                                  b.Ints({1, 2}), b.Ints({-2, 2})}));
   ASSERT_TRUE(InferShapes(b.g).ok());
   auto model = GenerateCode(b.g, *cpu);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ(model->kernels.size(), cases.size());
+  EXPECT_EQ(model->kernels.size(), cases.size() + 4);
   EXPECT_EQ(model->sources.size(), 1u);
-  ExpectMatchesReference(b, Precision::kFp32, 0.f, "transposes", nullptr, &*cpu);
+  ExpectMatchesReference(b, Precision::kFp32, 0.f, "strided copies", nullptr, &*cpu);
 }
 
 // `b` compiled with a GPU profile's options: its code defines the split `name` as `split` ("" for
