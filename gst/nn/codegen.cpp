@@ -109,6 +109,16 @@ Defines &Defines::Def(const std::string &name, const std::string &value) {
   text_ += "#define " + name + " " + value + "\n";
   return *this;
 }
+Defines Defines::With(const std::string &name, int64_t value) const {
+  Defines d = *this;
+  const std::string def = "#define " + name + " ";
+  size_t at = d.text_.find(def);
+  if (at == std::string::npos)
+    return d.Int(name, value);
+  const size_t end = d.text_.find('\n', at);
+  d.text_.replace(at, end - at, def + std::to_string(value));
+  return d;
+}
 Defines &Defines::Append(const Defines &other) {
   text_ += other.text_;
   return *this;
@@ -1639,7 +1649,7 @@ Status LowerNorm(Emitter &e, const Node &node) {
     return Status::Ok();
   Defines d;
   d.Def("TX", e.Tag(x)).Def("TS", e.Tag(s)).Def("TY", e.Tag(y));
-  d.Int("ROWS", rows).Int("ROW_LEN", len).Flt("EPS", node.attrs.Float("epsilon", 1e-5f));
+  d.Int("ROW_LEN", len).Flt("EPS", node.attrs.Float("epsilon", 1e-5f));
   d.Def("SC_IDX(row, j)", sc).Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b)).Def("B_IDX(row, j)", bi);
@@ -1672,6 +1682,7 @@ Status LowerNorm(Emitter &e, const Node &node) {
       k.args.push_back(TArg(t));
       k.writes.push_back(t);
     }
+  PushInts(k, {rows});
   k.flops = static_cast<uint64_t>(rows * len * 8);
   e.Emit(std::move(k));
   return Status::Ok();
@@ -2903,15 +2914,28 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
 // per output), the residual's buffer, where a kernel has none, one it reads anyway (never read
 // as the residual). On PoCL each distinct source costs a cold start 0.3-0.5 s of code
 // generation. A group merges where its kernels apply one activation at most (two different ones
-// keep their programs) and read their residuals alike (tag, index, before or after it).
+// keep their programs) and read their residuals alike (tag, index, before or after it). The
+// flags that only compile a path the sizes may take (EDGE: a partial vector or block; K_TAIL:
+// k not all in fours), each checked again at run time, are not told apart either: where one
+// kernel of the group needs the path, the group's program has it.
 void MergeEpilogues(Emitter &e) {
   if (e.opt.profile != cl::Profile::kCpu || !e.opt.merge_epilogues)
     return;
+  static const char *const kPathFlags[] = {"EDGE", "K_TAIL"};
+  auto with_paths = [](std::string text) {
+    for (const char *flag : kPathFlags) {
+      const std::string off = std::string("#define ") + flag + " 0\n";
+      if (size_t at = text.find(off); at != std::string::npos)
+        text.replace(at, off.size(), std::string("#define ") + flag + " 1\n");
+    }
+    return text;
+  };
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < e.kernels.size(); i++) {
     const Pending &k = e.kernels[i];
     if (k.epilogue && k.entry != "matmul")  // matmul_vec, conv2d_vec, conv2d_dw
-      groups[k.entry + (k.epilogue->vector ? " vector\n" : "\n") + k.epilogue->base.text()]
+      groups[k.entry + (k.epilogue->vector ? " vector\n" : "\n") +
+             with_paths(k.epilogue->base.text())]
           .push_back(i);
   }
   for (const auto &[key, members] : groups) {
@@ -2919,10 +2943,16 @@ void MergeEpilogues(Emitter &e) {
       continue;
     const EpilogueVariant *act = nullptr, *res = nullptr;
     std::set<std::pair<std::string, bool>> variants;
+    std::set<std::string> sources;
+    std::set<std::string> paths;  // the path flags some kernel of the group needs
     bool alike = true;
     for (size_t i : members) {
       const EpilogueVariant &ep = *e.kernels[i].epilogue;
       variants.insert({ep.act.text(), ep.has_res});
+      sources.insert(e.kernels[i].source);
+      for (const char *flag : kPathFlags)
+        if (ep.base.text().find(std::string("#define ") + flag + " 1\n") != std::string::npos)
+          paths.insert(flag);
       if (!ep.act.text().empty()) {
         alike = alike && (!act || act->act.text() == ep.act.text());
         act = &ep;
@@ -2933,19 +2963,27 @@ void MergeEpilogues(Emitter &e) {
         res = &ep;
       }
     }
-    if (!alike || variants.size() < 2)
+    if (!alike || sources.size() < 2)
       continue;
     const Pending &first = e.kernels[members[0]];
     Defines d = first.epilogue->base;
-    d.Int("EPI_SWITCH", 1).Int("HAS_RES", res != nullptr).Int("RES_AFTER", res && res->res_after);
-    if (res)
-      d.Append(res->res);
-    if (act) {
-      d.Append(act->act_switched);
-    } else {
-      d.Def("ACT(x)", "(x)");
-      if (first.epilogue->vector)
-        d.Def("ACTV(x)", "(x)");
+    for (const std::string &flag : paths)
+      d = d.With(flag, 1);
+    const bool switched = variants.size() > 1;
+    if (switched) {
+      d.Int("EPI_SWITCH", 1).Int("HAS_RES", res != nullptr).Int("RES_AFTER", res && res->res_after);
+      if (res)
+        d.Append(res->res);
+      if (act) {
+        d.Append(act->act_switched);
+      } else {
+        d.Def("ACT(x)", "(x)");
+        if (first.epilogue->vector)
+          d.Def("ACTV(x)", "(x)");
+      }
+    } else {  // one epilogue: only the paths differed
+      EpilogueVariant ep = *first.epilogue;
+      d = EpilogueDefines(d, ep);
     }
     auto source = e.Source(first.entry.c_str(), d);
     if (!source.ok())  // the kernels keep their own programs
@@ -2954,6 +2992,8 @@ void MergeEpilogues(Emitter &e) {
       Pending &k = e.kernels[i];
       const EpilogueVariant &ep = *k.epilogue;
       k.source = *source;
+      if (!switched)
+        continue;
       if (res && !ep.has_res) {
         // The kernel's first tensor (its input, read anyway); the output where it has none.
         auto read = std::find_if(k.args.begin(), k.args.end(), [](const PendingArg &a) {

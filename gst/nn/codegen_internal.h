@@ -28,6 +28,8 @@ class Defines {
   Defines &Int(const std::string &name, int64_t value);
   Defines &Flt(const std::string &name, double value);
   Defines &Append(const Defines &other);
+  // A copy with `name` defined as `value` where it was defined (else added).
+  Defines With(const std::string &name, int64_t value) const;
   const std::string &text() const { return text_; }
 
  private:

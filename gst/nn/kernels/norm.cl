@@ -4,7 +4,8 @@
 // One work-item per row, or with NSPLIT (GPU profiles) one work-group of NSPLIT per row, each
 // work-item taking every NSPLIT-th element and the group adding its partial sums in local
 // memory. Two passes (mean, then variance of the centred values: no catastrophic cancellation).
-// Defines: TX TS TB TY (tags); ROWS ROW_LEN EPS; generated SC_IDX(row, j) and B_IDX(row, j) (the
+// Defines: TX TS TB TY (tags); ROW_LEN EPS (the row count is the last argument, `rows`, so that
+// norms of one row length share a program); generated SC_IDX(row, j) and B_IDX(row, j) (the
 // index of the scale and of the bias for element j of the row); HAS_BIAS; NSPLIT (optional).
 #include "nn_common.cl"
 
@@ -43,14 +44,15 @@ __kernel void norm(__global const STYPE(TX) * x, uint x_off, __global const STYP
                    ,
                    __global STYPE(TI) * io, uint io_off
 #endif
-) {
+                   ,
+                   const int rows) {
 #if NSPLIT > 1
-  // The grid is exactly ROWS groups: no work-item leaves before the barriers.
+  // The grid is exactly `rows` groups: no work-item leaves before the barriers.
   const uint row = get_group_id(0);
   __local float red[NSPLIT];
 #else
   const uint row = get_global_id(0);
-  if (row >= ROWS)
+  if (row >= (uint)rows)
     return;
 #endif
   const uint base = row * ROW_LEN;
