@@ -109,16 +109,6 @@ Defines &Defines::Def(const std::string &name, const std::string &value) {
   text_ += "#define " + name + " " + value + "\n";
   return *this;
 }
-Defines Defines::With(const std::string &name, int64_t value) const {
-  Defines d = *this;
-  const std::string def = "#define " + name + " ";
-  size_t at = d.text_.find(def);
-  if (at == std::string::npos)
-    return d.Int(name, value);
-  const size_t end = d.text_.find('\n', at);
-  d.text_.replace(at, end - at, def + std::to_string(value));
-  return d;
-}
 Defines &Defines::Append(const Defines &other) {
   text_ += other.text_;
   return *this;
@@ -464,10 +454,12 @@ StatusOr<EpilogueVariant> ConvEpilogue(const Emitter &e, const Node &node, const
   return ep;
 }
 
-// `base` and the epilogue `ep` as one #define block; records `base` in `ep`.
+// `base`, the path flags and the epilogue of `ep` as one #define block; records `base` in `ep`.
 Defines EpilogueDefines(const Defines &base, EpilogueVariant &ep) {
   ep.base = base;
   Defines d = base;
+  for (const auto &[flag, on] : ep.paths)
+    d.Int(flag, on);
   d.Int("HAS_RES", ep.has_res).Int("RES_AFTER", ep.res_after).Append(ep.res);
   if (ep.act.text().empty()) {
     d.Def("ACT(x)", "(x)");
@@ -494,7 +486,7 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(w)).Def("TY", e.Tag(cs.out));
   d.Int("KH", win.kh).Int("KW", win.kw).Int("SH", win.sh).Int("SW", win.sw);
   d.Int("PH", win.ph).Int("PW", win.pw).Int("M", yo[1] / xi[1]);
-  d.Int("R", rows).Int("V", v).Int("EDGE", yo[3] % v != 0);
+  d.Int("R", rows).Int("V", v);
   DefineDwEdgeTaps(d, v, win);
   d.Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
@@ -506,6 +498,7 @@ Status LowerConvDw(Emitter &e, const Node &node, const ConvShape &cs) {
       EpilogueVariant ep,
       ConvEpilogue(e, node, cs, res_in ? res : kNoTensor,
                    VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res)))));
+  ep.paths = {{"EDGE", yo[3] % v != 0}};
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_dw", EpilogueDefines(d, ep)));
   k.global = {CeilDiv(yo[3], v), CeilDiv(yo[2], rows), static_cast<uint64_t>(xi[0] * xi[1])};
   k.args = {TArg(x), TArg(w)};
@@ -595,7 +588,6 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
   d.Def("TX", e.Tag(x)).Def("TW", e.Tag(wv)).Def("TY", e.Tag(cs.out)).Int("G", g);
   DefWindow(d, win);
   d.Int("OCB", ocb).Int("V", v).Int("V2", 2 * v).Int("PV", pv).Int("FLAT", flat);
-  d.Int("EDGE", pixels % (v * pv) != 0);
   d.Int("HAS_BIAS", b != kNoTensor);
   if (b != kNoTensor)
     d.Def("TB", e.Tag(b));
@@ -608,6 +600,7 @@ Status LowerConvVec(Emitter &e, const Node &node, const ConvShape &cs) {
       EpilogueVariant ep,
       ConvEpilogue(e, node, cs, res_in ? res : kNoTensor,
                    VectorStorable(e.Tag(cs.out)) && (!res_in || VectorStorable(e.Tag(res)))));
+  ep.paths = {{"EDGE", pixels % (v * pv) != 0}};
   OP_ASSIGN_OR_RETURN(k.source, e.Source("conv2d_vec", EpilogueDefines(d, ep)));
   k.global = {static_cast<uint64_t>(xi[0] * g * blocks), static_cast<uint64_t>(flat ? 1 : yo[2]),
               CeilDiv(pixels, v * pv)};
@@ -983,12 +976,7 @@ Status LowerMatMul(Emitter &e, const Node &node) {
   d.Def("TA", e.Tag(a)).Def("TB", e.Tag(bt)).Def("TY", e.Tag(y));
   d.Int("A_SK", ta ? ad[ra - 1] : 1);
   if (vec)  // sizes and row strides are arguments (PushInts below)
-    d.Int("B_PANEL", b_const)
-        .Int("V", cols)
-        .Int("NV", nv)
-        .Int("A_VEC4", a_vec4)
-        .Int("K_TAIL", !a_vec4 || ka % 4 != 0)
-        .Int("EDGE", n % (cols * nv) != 0);
+    d.Int("B_PANEL", b_const).Int("V", cols).Int("NV", nv).Int("A_VEC4", a_vec4);
   else
     d.Int("BATCH", batch)
         .Int("M", m)
@@ -1031,6 +1019,8 @@ Status LowerMatMul(Emitter &e, const Node &node) {
         .Def("C_IDX(b, m, n)", vec && cst ? "((b) * c_sb + (m) * c_sm + (n) * c_sn)"
                                           : gen::BroadcastIndex(yd, e.Dims(c), lin));
   EpilogueVariant ep;
+  if (vec)
+    ep.paths = {{"K_TAIL", !a_vec4 || ka % 4 != 0}, {"EDGE", n % (cols * nv) != 0}};
   ep.has_res = res != kNoTensor;
   ep.res_after = ep.has_res && res_after;
   if (res != kNoTensor)
@@ -2921,21 +2911,11 @@ Status LowerGraph(Emitter &e, const OutputCopies &copies) {
 void MergeEpilogues(Emitter &e) {
   if (e.opt.profile != cl::Profile::kCpu || !e.opt.merge_epilogues)
     return;
-  static const char *const kPathFlags[] = {"EDGE", "K_TAIL"};
-  auto with_paths = [](std::string text) {
-    for (const char *flag : kPathFlags) {
-      const std::string off = std::string("#define ") + flag + " 0\n";
-      if (size_t at = text.find(off); at != std::string::npos)
-        text.replace(at, off.size(), std::string("#define ") + flag + " 1\n");
-    }
-    return text;
-  };
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i = 0; i < e.kernels.size(); i++) {
     const Pending &k = e.kernels[i];
     if (k.epilogue && k.entry != "matmul")  // matmul_vec, conv2d_vec, conv2d_dw
-      groups[k.entry + (k.epilogue->vector ? " vector\n" : "\n") +
-             with_paths(k.epilogue->base.text())]
+      groups[k.entry + (k.epilogue->vector ? " vector\n" : "\n") + k.epilogue->base.text()]
           .push_back(i);
   }
   for (const auto &[key, members] : groups) {
@@ -2944,15 +2924,16 @@ void MergeEpilogues(Emitter &e) {
     const EpilogueVariant *act = nullptr, *res = nullptr;
     std::set<std::pair<std::string, bool>> variants;
     std::set<std::string> sources;
-    std::set<std::string> paths;  // the path flags some kernel of the group needs
+    // The group's path flags: each on where some kernel of the group needs its path.
+    std::vector<std::pair<std::string, bool>> paths = e.kernels[members[0]].epilogue->paths;
     bool alike = true;
     for (size_t i : members) {
       const EpilogueVariant &ep = *e.kernels[i].epilogue;
       variants.insert({ep.act.text(), ep.has_res});
       sources.insert(e.kernels[i].source);
-      for (const char *flag : kPathFlags)
-        if (ep.base.text().find(std::string("#define ") + flag + " 1\n") != std::string::npos)
-          paths.insert(flag);
+      alike = alike && ep.paths.size() == paths.size();
+      for (size_t f = 0; f < paths.size() && f < ep.paths.size(); f++)
+        paths[f].second = paths[f].second || ep.paths[f].second;
       if (!ep.act.text().empty()) {
         alike = alike && (!act || act->act.text() == ep.act.text());
         act = &ep;
@@ -2967,10 +2948,10 @@ void MergeEpilogues(Emitter &e) {
       continue;
     const Pending &first = e.kernels[members[0]];
     Defines d = first.epilogue->base;
-    for (const std::string &flag : paths)
-      d = d.With(flag, 1);
     const bool switched = variants.size() > 1;
     if (switched) {
+      for (const auto &[flag, on] : paths)
+        d.Int(flag, on);
       d.Int("EPI_SWITCH", 1).Int("HAS_RES", res != nullptr).Int("RES_AFTER", res && res->res_after);
       if (res)
         d.Append(res->res);
@@ -2983,6 +2964,7 @@ void MergeEpilogues(Emitter &e) {
       }
     } else {  // one epilogue: only the paths differed
       EpilogueVariant ep = *first.epilogue;
+      ep.paths = paths;
       d = EpilogueDefines(d, ep);
     }
     auto source = e.Source(first.entry.c_str(), d);

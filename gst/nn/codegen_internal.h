@@ -28,8 +28,6 @@ class Defines {
   Defines &Int(const std::string &name, int64_t value);
   Defines &Flt(const std::string &name, double value);
   Defines &Append(const Defines &other);
-  // A copy with `name` defined as `value` where it was defined (else added).
-  Defines With(const std::string &name, int64_t value) const;
   const std::string &text() const { return text_; }
 
  private:
@@ -45,7 +43,10 @@ struct EpilogueVariant {
   Defines act;           // the activation's #defines (none for no activation)
   Defines act_switched;  // the same, applied where the argument epi_act says so
   bool has_res = false, res_after = false;
-  Defines res;         // the residual's #defines (TR, and matmul_vec's R_IDX)
+  Defines res;  // the residual's #defines (TR, and matmul_vec's R_IDX)
+  // Flags that only compile a path some sizes take, checked again at run time (EDGE: a partial
+  // vector or block; K_TAIL: k not all in fours): they do not tell kernels apart either.
+  std::vector<std::pair<std::string, bool>> paths;
   size_t out_arg = 0;  // the output's place in the arguments (the residual's is before it)
 };
 

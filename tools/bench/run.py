@@ -462,7 +462,7 @@ def first_message(build, vision, policy, log):
                "GST_REGISTRY": os.path.join(reg, "registry.bin")}
         sh(["gst-inspect-1.0", "opwarp"], env={**os.environ, **env})  # builds the registry
 
-        def replay(v, p, runs=1):
+        def replay(v, p, runs=1, env=env):
             firsts, walls = [], []
             for _ in range(runs):
                 wall, _, text = timed([exe, drive, "--vision", v, "--policy", p, "--rpy", rpy,
@@ -476,10 +476,9 @@ def first_message(build, vision, policy, log):
         log("start-up: ONNX, empty caches")
         out["ONNX, caches empty (import, codegen, OpenCL builds)"] = replay(vision, policy)
         log("start-up: ONNX, empty caches and GStreamer's registry")
-        warm_env = env
-        env = {**env, "XDG_CACHE_HOME": cold, "GST_REGISTRY": os.path.join(cold, "registry.bin")}
-        out["ONNX, caches and GStreamer's registry empty"] = replay(vision, policy)
-        env = warm_env
+        out["ONNX, caches and GStreamer's registry empty"] = replay(
+            vision, policy,
+            env={**env, "XDG_CACHE_HOME": cold, "GST_REGISTRY": os.path.join(cold, "registry.bin")})
         log("start-up: ONNX, from the caches")
         out["ONNX, from the caches"] = replay(vision, policy, 3)
         vo, po = os.path.join(d, "v.opm"), os.path.join(d, "p.opm")
